@@ -1,0 +1,1 @@
+//! hookline's core: record types, retry policy, classification, state machine, DLQ envelope.
