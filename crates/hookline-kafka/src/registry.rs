@@ -1,0 +1,252 @@
+//! A Confluent-compatible schema registry: registration, compatibility, and Avro values
+//! framed as magic byte 0 + 4-byte schema id (through `schema_registry_converter`).
+
+use std::fmt;
+use std::time::Duration;
+
+use apache_avro::types::Value;
+use schema_registry_converter::async_impl::avro::{AvroDecoder, AvroEncoder};
+use schema_registry_converter::async_impl::schema_registry::SrSettings;
+use schema_registry_converter::schema_registry_common::{
+    SchemaType, SubjectNameStrategy, SuppliedSchema,
+};
+use serde::Deserialize;
+
+use crate::{Error, Result};
+
+const CONTENT_TYPE: &str = "application/vnd.schemaregistry.v1+json";
+
+/// How to reach the registry.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RegistrySettings {
+    /// Base URL of the Confluent-compatible API, e.g.
+    /// `http://127.0.0.1:8081/apis/ccompat/v7`.
+    #[serde(default = "default_url")]
+    pub url: String,
+    /// Timeout of one registry call, in milliseconds.
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+}
+
+fn default_url() -> String {
+    "http://127.0.0.1:8081/apis/ccompat/v7".to_owned()
+}
+
+fn default_timeout_ms() -> u64 {
+    10_000
+}
+
+impl Default for RegistrySettings {
+    fn default() -> Self {
+        RegistrySettings {
+            url: default_url(),
+            timeout_ms: default_timeout_ms(),
+        }
+    }
+}
+
+/// A subject's compatibility level, as the Confluent API names them.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Compatibility {
+    /// No check.
+    None,
+    /// New readers read data written with the previous schema.
+    Backward,
+    /// ... with every earlier schema.
+    BackwardTransitive,
+    /// Old readers read data written with the new schema.
+    Forward,
+    /// ... every earlier reader.
+    ForwardTransitive,
+    /// Both directions, previous schema.
+    Full,
+    /// Both directions, every earlier schema.
+    FullTransitive,
+}
+
+impl fmt::Display for Compatibility {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Compatibility::None => "NONE",
+            Compatibility::Backward => "BACKWARD",
+            Compatibility::BackwardTransitive => "BACKWARD_TRANSITIVE",
+            Compatibility::Forward => "FORWARD",
+            Compatibility::ForwardTransitive => "FORWARD_TRANSITIVE",
+            Compatibility::Full => "FULL",
+            Compatibility::FullTransitive => "FULL_TRANSITIVE",
+        })
+    }
+}
+
+/// A registry client: encodes and decodes framed Avro (caching schemas by id) and manages
+/// subjects.
+pub struct Registry {
+    url: String,
+    http: reqwest::Client,
+    encoder: AvroEncoder,
+    decoder: AvroDecoder,
+}
+
+impl fmt::Debug for Registry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Registry")
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Deserialize)]
+struct IdAnswer {
+    id: u32,
+}
+
+impl Registry {
+    /// A client for the registry at `settings.url`.
+    pub fn new(settings: &RegistrySettings) -> Result<Self> {
+        let url = settings.url.trim_end_matches('/').to_owned();
+        let timeout = Duration::from_millis(settings.timeout_ms);
+        let sr = SrSettings::new_builder(url.clone())
+            .set_timeout(timeout)
+            .no_proxy()
+            .build()
+            .map_err(|source| Error::Avro {
+                context: "building registry settings".into(),
+                source,
+            })?;
+        let http = reqwest::Client::builder()
+            .timeout(timeout)
+            .no_proxy()
+            .build()
+            .map_err(|source| Error::RegistryHttp {
+                url: url.clone(),
+                context: "building the HTTP client".into(),
+                source,
+            })?;
+        Ok(Registry {
+            url,
+            encoder: AvroEncoder::new(sr.clone()),
+            decoder: AvroDecoder::new(sr),
+            http,
+        })
+    }
+
+    /// The registry's base URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Answers when the registry serves its subject list.
+    pub async fn ping(&self) -> Result<()> {
+        let context = "listing subjects";
+        let response = self
+            .http
+            .get(format!("{}/subjects", self.url))
+            .send()
+            .await
+            .map_err(|source| self.http_error(context, source))?;
+        self.check(context, response).await.map(drop)
+    }
+
+    /// Sets a subject's compatibility level (`PUT /config/<subject>`).
+    pub async fn set_compatibility(&self, subject: &str, level: Compatibility) -> Result<()> {
+        let context = format!("setting compatibility of {subject} to {level}");
+        let response = self
+            .http
+            .put(format!("{}/config/{subject}", self.url))
+            .header(reqwest::header::CONTENT_TYPE, CONTENT_TYPE)
+            .body(serde_json::json!({ "compatibility": level.to_string() }).to_string())
+            .send()
+            .await
+            .map_err(|source| self.http_error(&context, source))?;
+        self.check(&context, response).await.map(drop)
+    }
+
+    /// Registers an Avro schema under a subject and returns its id; the same schema again
+    /// returns the same id; an incompatible one is refused ([`Error::RegistryRefused`]).
+    pub async fn register(&self, subject: &str, schema_json: &str) -> Result<u32> {
+        let context = format!("registering a schema under {subject}");
+        let response = self
+            .http
+            .post(format!("{}/subjects/{subject}/versions", self.url))
+            .header(reqwest::header::CONTENT_TYPE, CONTENT_TYPE)
+            .body(serde_json::json!({ "schema": schema_json, "schemaType": "AVRO" }).to_string())
+            .send()
+            .await
+            .map_err(|source| self.http_error(&context, source))?;
+        let body = self.check(&context, response).await?;
+        let answer: IdAnswer = serde_json::from_str(&body).map_err(|e| Error::RegistryRefused {
+            context: format!("{context}: unreadable answer ({e})"),
+            status: 200,
+            body,
+        })?;
+        Ok(answer.id)
+    }
+
+    /// Encodes `value` with `schema_json` as the value of `topic` (subject `<topic>-value`,
+    /// registered on first use), framed for Confluent-compatible readers.
+    pub async fn encode_value(
+        &self,
+        topic: &str,
+        schema_json: &str,
+        value: Value,
+    ) -> Result<Vec<u8>> {
+        let strategy = SubjectNameStrategy::TopicNameStrategyWithSchema(
+            topic.to_owned(),
+            false,
+            SuppliedSchema::new(None, SchemaType::Avro, schema_json.to_owned()),
+        );
+        self.encoder
+            .encode_value(value, &strategy)
+            .await
+            .map_err(|source| {
+                // The converter caches failures; drop them so that a registry that comes back
+                // is asked again on the next try.
+                self.encoder.remove_errors_from_cache();
+                Error::Avro {
+                    context: format!("encoding a value of {topic}"),
+                    source,
+                }
+            })
+    }
+
+    /// Decodes a framed Avro value with the writer schema its id names.
+    pub async fn decode(&self, bytes: &[u8]) -> Result<Value> {
+        match self.decoder.decode(Some(bytes)).await {
+            Ok(result) => Ok(result.value),
+            Err(source) => {
+                self.decoder.remove_errors_from_cache();
+                Err(Error::Avro {
+                    context: "decoding a framed value".into(),
+                    source,
+                })
+            }
+        }
+    }
+
+    fn http_error(&self, context: &str, source: reqwest::Error) -> Error {
+        Error::RegistryHttp {
+            url: self.url.clone(),
+            context: context.to_owned(),
+            source,
+        }
+    }
+
+    async fn check(&self, context: &str, response: reqwest::Response) -> Result<String> {
+        let status = response.status();
+        let body = response
+            .text()
+            .await
+            .map_err(|source| self.http_error(context, source))?;
+        if status.is_success() {
+            Ok(body)
+        } else {
+            Err(Error::RegistryRefused {
+                context: context.to_owned(),
+                status: status.as_u16(),
+                body,
+            })
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! Smoke tests against the real local stack: the chosen clients work with the real broker
+//! and the real registry. Run `deploy/local/stack up` first (the README's test command does).
+
+use std::time::Duration;
+
+use apache_avro::types::Value;
+use hookline_kafka::{Compatibility, Error, Registry, TopicSpec, ensure_topics};
+use hookline_testkit::{kafka_settings, registry_settings, unique_name};
+use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::{Offset, TopicPartitionList};
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+#[tokio::test]
+async fn produce_and_consume_in_a_group_with_manual_offset_storage() {
+    let settings = kafka_settings();
+    let topic = unique_name("smoke-kafka");
+    let group = unique_name("smoke-group");
+    ensure_topics(&settings, &[TopicSpec::new(&topic, 2, 1)])
+        .await
+        .expect("create topic");
+
+    let producer: FutureProducer = settings.producer_config().create().expect("producer");
+    for i in 0..10 {
+        let key = format!("endpoint-{}", i % 3);
+        let payload = format!("event-{i}");
+        let record = FutureRecord::to(&topic)
+            .key(&key)
+            .payload(&payload)
+            .headers(OwnedHeaders::new().insert(Header {
+                key: "webhook-id",
+                value: Some(&payload),
+            }));
+        producer
+            .send(record, Duration::from_secs(10))
+            .await
+            .expect("acknowledged by the broker");
+    }
+
+    // Consume all ten, storing each offset only after "processing" it.
+    let consumer: StreamConsumer = settings.consumer_config(&group).create().expect("consumer");
+    consumer.subscribe(&[&topic]).expect("subscribe");
+    let mut seen = Vec::new();
+    while seen.len() < 10 {
+        let message = tokio::time::timeout(DEADLINE, consumer.recv())
+            .await
+            .expect("a record before the deadline")
+            .expect("no consumer error");
+        let payload =
+            String::from_utf8(message.payload().expect("payload").to_vec()).expect("utf8");
+        let header = message.headers().expect("headers").get(0);
+        assert_eq!(header.key, "webhook-id");
+        assert_eq!(header.value, Some(payload.as_bytes()));
+        seen.push(payload);
+        consumer
+            .store_offset_from_message(&message)
+            .expect("store offset");
+    }
+    seen.sort();
+    let mut expected: Vec<String> = (0..10).map(|i| format!("event-{i}")).collect();
+    expected.sort();
+    assert_eq!(seen, expected);
+    consumer
+        .commit_consumer_state(CommitMode::Sync)
+        .expect("commit stored offsets");
+
+    // The group's committed offsets cover all ten records.
+    let mut partitions = TopicPartitionList::new();
+    partitions.add_partition(&topic, 0);
+    partitions.add_partition(&topic, 1);
+    let committed = consumer
+        .committed_offsets(partitions, Duration::from_secs(10))
+        .expect("committed");
+    let total: i64 = committed
+        .elements()
+        .iter()
+        .map(|e| match e.offset() {
+            Offset::Offset(n) => n,
+            _ => 0,
+        })
+        .sum();
+    assert_eq!(total, 10, "committed offsets add up to the ten records");
+}
+
+#[tokio::test]
+async fn avro_round_trips_through_the_registry_with_confluent_framing() {
+    let registry = Registry::new(&registry_settings()).expect("registry client");
+    let topic = unique_name("smoke-avro");
+    let schema = r#"{"type":"record","name":"Greeting","namespace":"dev.hookline.smoke",
+        "fields":[{"name":"id","type":"string"},{"name":"count","type":"long"}]}"#;
+    let value = Value::Record(vec![
+        ("id".to_owned(), Value::String("evt-1".to_owned())),
+        ("count".to_owned(), Value::Long(42)),
+    ]);
+    let bytes = registry
+        .encode_value(&topic, schema, value.clone())
+        .await
+        .expect("encode");
+    assert_eq!(bytes[0], 0, "magic byte");
+    let id = u32::from_be_bytes([bytes[1], bytes[2], bytes[3], bytes[4]]);
+    // The id in the frame is the one the registry gives for this subject's schema.
+    let registered = registry
+        .register(&format!("{topic}-value"), schema)
+        .await
+        .expect("register");
+    assert_eq!(id, registered);
+
+    // A fresh client (no cache) resolves the id through the registry and decodes.
+    let fresh = Registry::new(&registry_settings()).expect("registry client");
+    assert_eq!(fresh.decode(&bytes).await.expect("decode"), value);
+
+    // And the bytes go through Kafka untouched.
+    let settings = kafka_settings();
+    ensure_topics(&settings, &[TopicSpec::new(&topic, 1, 1)])
+        .await
+        .expect("topic");
+    let producer: FutureProducer = settings.producer_config().create().expect("producer");
+    producer
+        .send(
+            FutureRecord::to(&topic).key("k").payload(&bytes),
+            Duration::from_secs(10),
+        )
+        .await
+        .expect("acknowledged");
+    let consumer: StreamConsumer = settings
+        .consumer_config(&unique_name("smoke-avro-group"))
+        .create()
+        .expect("consumer");
+    consumer.subscribe(&[&topic]).expect("subscribe");
+    let message = tokio::time::timeout(DEADLINE, consumer.recv())
+        .await
+        .expect("in time")
+        .expect("ok");
+    let decoded = fresh
+        .decode(message.payload().expect("payload"))
+        .await
+        .expect("decode");
+    assert_eq!(decoded, value);
+}
+
+#[tokio::test]
+async fn backward_compatibility_refuses_an_incompatible_schema() {
+    let registry = Registry::new(&registry_settings()).expect("registry client");
+    let subject = format!("{}-value", unique_name("smoke-compat"));
+    let v1 = r#"{"type":"record","name":"Thing","fields":[{"name":"a","type":"string"}]}"#;
+    // Adding a field with a default is backward compatible.
+    let v2 = r#"{"type":"record","name":"Thing","fields":[{"name":"a","type":"string"},
+        {"name":"b","type":["null","string"],"default":null}]}"#;
+    // Changing a field's type is not.
+    let bad = r#"{"type":"record","name":"Thing","fields":[{"name":"a","type":"int"}]}"#;
+
+    let id1 = registry.register(&subject, v1).await.expect("v1 registers");
+    registry
+        .set_compatibility(&subject, Compatibility::Backward)
+        .await
+        .expect("set compat");
+    let id2 = registry
+        .register(&subject, v2)
+        .await
+        .expect("a compatible v2 registers");
+    assert_ne!(id1, id2);
+    assert_eq!(
+        registry
+            .register(&subject, v1)
+            .await
+            .expect("same schema again"),
+        id1
+    );
+
+    let refused = registry
+        .register(&subject, bad)
+        .await
+        .expect_err("incompatible schema refused");
+    match refused {
+        Error::RegistryRefused { status, .. } => assert_eq!(status, 409, "{refused}"),
+        other => panic!("expected a refusal, got {other}"),
+    }
+
+    // Nothing new was registered by the refusal.
+    let versions: Vec<u32> =
+        reqwest::get(format!("{}/subjects/{subject}/versions", registry.url()))
+            .await
+            .expect("list versions")
+            .json()
+            .await
+            .expect("a JSON list");
+    assert_eq!(versions, vec![1, 2]);
+}
