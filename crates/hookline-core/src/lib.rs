@@ -1,1 +1,13 @@
 //! hookline's core: record types, retry policy, classification, state machine, DLQ envelope.
+//!
+//! Pure logic without I/O; the producer, dispatcher and DLQ tooling build on it.
+
+mod avro_util;
+mod http_field;
+
+pub mod envelope;
+pub mod event;
+pub mod schema;
+
+pub use envelope::ErrorReason;
+pub use event::{EventError, WebhookEvent};

@@ -1,0 +1,212 @@
+//! The Avro encoding of [`WebhookEvent`] (schema `schemas/webhook_event.v1.avsc`).
+
+use std::collections::{BTreeMap, HashMap};
+
+use apache_avro::Schema;
+use apache_avro::types::Value;
+
+use super::{DEFAULT_CONTENT_TYPE, EventError, WebhookEvent};
+use crate::avro_util::{RecordFields, decode, encode, nullable, strip_union};
+use crate::schema::webhook_event_schema;
+
+impl WebhookEvent {
+    /// The event as an Avro value of the `WebhookEvent` v1 schema.
+    pub fn to_avro_value(&self) -> Value {
+        let headers: HashMap<String, Value> = self
+            .headers
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect();
+        Value::Record(vec![
+            ("event_id".into(), Value::String(self.event_id.clone())),
+            ("event_type".into(), Value::String(self.event_type.clone())),
+            (
+                "endpoint_id".into(),
+                Value::String(self.endpoint_id.clone()),
+            ),
+            (
+                "endpoint_url".into(),
+                nullable(self.endpoint_url.clone().map(Value::String)),
+            ),
+            ("payload".into(), Value::Bytes(self.payload.clone())),
+            (
+                "content_type".into(),
+                Value::String(self.content_type.clone()),
+            ),
+            ("headers".into(), Value::Map(headers)),
+            (
+                "created_at".into(),
+                Value::TimestampMillis(self.created_at_ms),
+            ),
+        ])
+    }
+
+    /// Reads an event from an Avro record value. Unions may be wrapped or not; `created_at`
+    /// may be a `long` or a `timestamp-millis`; absent `endpoint_url`, `content_type` and
+    /// `headers` take their schema defaults. Does not [`validate`](Self::validate).
+    pub fn from_avro_value(value: Value) -> Result<Self, EventError> {
+        let mut f = RecordFields::new(value)?;
+        let headers = match f.take("headers") {
+            None => BTreeMap::new(),
+            Some(Value::Map(map)) => map
+                .into_iter()
+                .map(|(k, v)| match strip_union(v) {
+                    Value::String(s) => Ok((k, s)),
+                    _ => Err(EventError::WrongType {
+                        field: "headers",
+                        expected: "a map of strings",
+                    }),
+                })
+                .collect::<Result<_, _>>()?,
+            Some(_) => {
+                return Err(EventError::WrongType {
+                    field: "headers",
+                    expected: "a map of strings",
+                });
+            }
+        };
+        Ok(WebhookEvent {
+            event_id: f.string("event_id")?,
+            event_type: f.string("event_type")?,
+            endpoint_id: f.string("endpoint_id")?,
+            endpoint_url: f.opt_string("endpoint_url")?,
+            payload: f.bytes("payload")?,
+            content_type: f
+                .opt_string("content_type")?
+                .unwrap_or_else(|| DEFAULT_CONTENT_TYPE.to_owned()),
+            headers,
+            created_at_ms: f.long("created_at")?,
+        })
+    }
+
+    /// The event as an Avro datum (no container, no registry framing) of the v1 schema.
+    pub fn to_avro_datum(&self) -> Result<Vec<u8>, EventError> {
+        encode(webhook_event_schema(), self.to_avro_value()).map_err(EventError::Avro)
+    }
+
+    /// Decodes an Avro datum written with `writer_schema` (e.g. fetched from the registry
+    /// by the framed schema id), resolving it into the v1 schema.
+    pub fn from_avro_datum(datum: &[u8], writer_schema: &Schema) -> Result<Self, EventError> {
+        let (value, rest) =
+            decode(datum, writer_schema, webhook_event_schema()).map_err(EventError::Avro)?;
+        if rest > 0 {
+            return Err(EventError::TrailingBytes(rest));
+        }
+        Self::from_avro_value(value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::tests::sample;
+
+    #[test]
+    fn datum_round_trip() {
+        let event = sample();
+        let datum = event.to_avro_datum().expect("encode");
+        let back = WebhookEvent::from_avro_datum(&datum, webhook_event_schema()).expect("decode");
+        assert_eq!(back, event);
+    }
+
+    #[test]
+    fn round_trip_without_url_and_headers() {
+        let event = WebhookEvent {
+            endpoint_url: None,
+            headers: BTreeMap::new(),
+            payload: vec![0, 159, 146, 150],
+            content_type: "application/octet-stream".into(),
+            ..sample()
+        };
+        let datum = event.to_avro_datum().expect("encode");
+        let back = WebhookEvent::from_avro_datum(&datum, webhook_event_schema()).expect("decode");
+        assert_eq!(back, event);
+    }
+
+    #[test]
+    fn value_validates_against_schema() {
+        assert!(sample().to_avro_value().validate(webhook_event_schema()));
+    }
+
+    #[test]
+    fn accepts_plain_long_bare_optionals_and_defaults() {
+        let value = Value::Record(vec![
+            ("event_id".into(), Value::String("e".into())),
+            ("event_type".into(), Value::String("t".into())),
+            ("endpoint_id".into(), Value::String("ep".into())),
+            (
+                "endpoint_url".into(),
+                Value::String("https://x.test/".into()),
+            ),
+            ("payload".into(), Value::Bytes(b"{}".to_vec())),
+            ("created_at".into(), Value::Long(5)),
+        ]);
+        let event = WebhookEvent::from_avro_value(value).expect("decode");
+        assert_eq!(event.created_at_ms, 5);
+        assert_eq!(event.endpoint_url.as_deref(), Some("https://x.test/"));
+        assert_eq!(event.content_type, DEFAULT_CONTENT_TYPE);
+        assert!(event.headers.is_empty());
+    }
+
+    #[test]
+    fn reader_schema_fills_defaults_of_an_older_writer() {
+        let writer = Schema::parse_str(
+            r#"{"type":"record","name":"WebhookEvent","namespace":"dev.hookline","fields":[
+                {"name":"event_id","type":"string"},
+                {"name":"event_type","type":"string"},
+                {"name":"endpoint_id","type":"string"},
+                {"name":"payload","type":"bytes"},
+                {"name":"created_at","type":"long"}]}"#,
+        )
+        .expect("writer schema");
+        let value = Value::Record(vec![
+            ("event_id".into(), Value::String("e".into())),
+            ("event_type".into(), Value::String("t".into())),
+            ("endpoint_id".into(), Value::String("ep".into())),
+            ("payload".into(), Value::Bytes(b"{}".to_vec())),
+            ("created_at".into(), Value::Long(9)),
+        ]);
+        let datum = encode(&writer, value).expect("encode");
+        let event = WebhookEvent::from_avro_datum(&datum, &writer).expect("decode");
+        assert_eq!(event.endpoint_url, None);
+        assert_eq!(event.content_type, DEFAULT_CONTENT_TYPE);
+        assert_eq!(event.created_at_ms, 9);
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let missing = Value::Record(vec![("event_id".into(), Value::String("e".into()))]);
+        assert!(matches!(
+            WebhookEvent::from_avro_value(missing),
+            Err(EventError::MissingField {
+                field: "event_type"
+            })
+        ));
+        let Value::Record(mut fields) = sample().to_avro_value() else {
+            panic!("not a record");
+        };
+        fields[4].1 = Value::String("not bytes".into());
+        assert!(matches!(
+            WebhookEvent::from_avro_value(Value::Record(fields)),
+            Err(EventError::WrongType {
+                field: "payload",
+                ..
+            })
+        ));
+        assert!(matches!(
+            WebhookEvent::from_avro_value(Value::Null),
+            Err(EventError::NotARecord)
+        ));
+    }
+
+    #[test]
+    fn garbage_and_trailing_bytes_are_errors() {
+        let mut datum = sample().to_avro_datum().expect("encode");
+        datum.push(0);
+        assert!(matches!(
+            WebhookEvent::from_avro_datum(&datum, webhook_event_schema()),
+            Err(EventError::TrailingBytes(1))
+        ));
+        assert!(WebhookEvent::from_avro_datum(&[0xff; 3], webhook_event_schema()).is_err());
+    }
+}

@@ -1,0 +1,276 @@
+//! The JSON encoding of [`WebhookEvent`], for producers without a schema registry.
+//!
+//! ```json
+//! {"event_id": "evt_1", "event_type": "invoice.paid", "endpoint_id": "ep_1",
+//!  "endpoint_url": "https://...", "payload": {"any": "JSON"}, "content_type": "application/json",
+//!  "headers": {"X-Tenant": "acme"}, "created_at_ms": 1700000000000}
+//! ```
+//! `payload` is any JSON value, delivered as its compact serialization (key order kept);
+//! a non-JSON body goes in `payload_base64` instead. `endpoint_url`, `content_type`
+//! (default `application/json`), `headers` and `created_at_ms` (default: the time of
+//! decoding) are optional. Unknown fields are refused, so a misspelt field is noticed.
+
+use std::collections::BTreeMap;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::value::RawValue;
+
+use super::{DEFAULT_CONTENT_TYPE, EventError, WebhookEvent};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JsonEventIn<'a> {
+    event_id: String,
+    event_type: String,
+    endpoint_id: String,
+    #[serde(default)]
+    endpoint_url: Option<String>,
+    #[serde(default, borrow, deserialize_with = "raw_some")]
+    payload: Option<&'a RawValue>,
+    #[serde(default)]
+    payload_base64: Option<String>,
+    #[serde(default)]
+    content_type: Option<String>,
+    #[serde(default)]
+    headers: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    created_at_ms: Option<i64>,
+}
+
+/// Keeps a JSON `null` payload as the value `null` rather than as "absent".
+fn raw_some<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(d).map(Some)
+}
+
+#[derive(Serialize)]
+struct JsonEventOut<'a> {
+    event_id: &'a str,
+    event_type: &'a str,
+    endpoint_id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    endpoint_url: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    payload: Option<&'a RawValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    payload_base64: Option<String>,
+    content_type: &'a str,
+    headers: &'a BTreeMap<String, String>,
+    created_at_ms: i64,
+}
+
+impl WebhookEvent {
+    /// Decodes the JSON form; a missing `created_at_ms` becomes the current time.
+    /// Does not [`validate`](Self::validate).
+    pub fn from_json(bytes: &[u8]) -> Result<Self, EventError> {
+        Self::from_json_at(bytes, now_ms())
+    }
+
+    /// Decodes the JSON form; a missing `created_at_ms` becomes `default_created_at_ms`.
+    pub fn from_json_at(bytes: &[u8], default_created_at_ms: i64) -> Result<Self, EventError> {
+        let json: JsonEventIn<'_> = serde_json::from_slice(bytes).map_err(EventError::Json)?;
+        let payload = match (json.payload, json.payload_base64) {
+            (Some(_), Some(_)) => return Err(EventError::PayloadConflict),
+            (Some(raw), None) => compact_json(raw.get()).into_bytes(),
+            (None, Some(b64)) => BASE64.decode(b64.as_bytes()).map_err(EventError::Base64)?,
+            (None, None) => return Err(EventError::MissingField { field: "payload" }),
+        };
+        Ok(WebhookEvent {
+            event_id: json.event_id,
+            event_type: json.event_type,
+            endpoint_id: json.endpoint_id,
+            endpoint_url: json.endpoint_url,
+            payload,
+            content_type: json
+                .content_type
+                .unwrap_or_else(|| DEFAULT_CONTENT_TYPE.to_owned()),
+            headers: json.headers.unwrap_or_default(),
+            created_at_ms: json.created_at_ms.unwrap_or(default_created_at_ms),
+        })
+    }
+
+    /// Encodes the JSON form. The payload goes in `payload` when the content type is JSON
+    /// and the payload is compact JSON (so decoding gives back the same bytes), otherwise
+    /// in `payload_base64`.
+    pub fn to_json(&self) -> Vec<u8> {
+        let raw = inline_payload(&self.content_type, &self.payload);
+        let out = JsonEventOut {
+            event_id: &self.event_id,
+            event_type: &self.event_type,
+            endpoint_id: &self.endpoint_id,
+            endpoint_url: self.endpoint_url.as_deref(),
+            payload: raw,
+            payload_base64: raw.is_none().then(|| BASE64.encode(&self.payload)),
+            content_type: &self.content_type,
+            headers: &self.headers,
+            created_at_ms: self.created_at_ms,
+        };
+        serde_json::to_vec(&out)
+            .expect("a struct of strings, numbers and raw JSON always serializes")
+    }
+}
+
+/// The payload as raw JSON when it can be inlined without changing its bytes.
+fn inline_payload<'a>(content_type: &str, payload: &'a [u8]) -> Option<&'a RawValue> {
+    if !is_json_content_type(content_type) {
+        return None;
+    }
+    let raw: &RawValue = serde_json::from_slice(payload).ok()?;
+    (compact_json(raw.get()).as_bytes() == payload).then_some(raw)
+}
+
+/// Whether a content type is JSON: `application/json`, `text/json` or `*/*+json`.
+pub(crate) fn is_json_content_type(content_type: &str) -> bool {
+    let media = content_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    media == "application/json" || media == "text/json" || media.ends_with("+json")
+}
+
+/// Removes the insignificant whitespace of valid JSON text, keeping everything else.
+fn compact_json(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    let mut in_string = false;
+    let mut escaped = false;
+    for c in json.chars() {
+        if in_string {
+            out.push(c);
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+        } else if !matches!(c, ' ' | '\t' | '\n' | '\r') {
+            if c == '"' {
+                in_string = true;
+            }
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::tests::sample;
+
+    #[test]
+    fn full_json_decodes_and_compacts_payload_keeping_key_order() {
+        let json = br#"{
+            "event_id": "evt_1", "event_type": "t", "endpoint_id": "ep",
+            "endpoint_url": "https://example.com/h",
+            "payload": { "z": 1, "a": [1, 2, {"s": "a b\" c"}] },
+            "content_type": "application/vnd.x+json",
+            "headers": {"X-A": "1"},
+            "created_at_ms": 17
+        }"#;
+        let e = WebhookEvent::from_json(json).expect("decode");
+        assert_eq!(e.payload, br#"{"z":1,"a":[1,2,{"s":"a b\" c"}]}"#);
+        assert_eq!(e.endpoint_url.as_deref(), Some("https://example.com/h"));
+        assert_eq!(e.content_type, "application/vnd.x+json");
+        assert_eq!(e.headers.get("X-A").map(String::as_str), Some("1"));
+        assert_eq!(e.created_at_ms, 17);
+    }
+
+    #[test]
+    fn minimal_json_takes_defaults() {
+        let json = br#"{"event_id":"e","event_type":"t","endpoint_id":"ep","payload":null}"#;
+        let e = WebhookEvent::from_json_at(json, 99).expect("decode");
+        assert_eq!(e.payload, b"null");
+        assert_eq!(e.content_type, DEFAULT_CONTENT_TYPE);
+        assert!(e.headers.is_empty());
+        assert_eq!(e.endpoint_url, None);
+        assert_eq!(e.created_at_ms, 99);
+    }
+
+    #[test]
+    fn base64_payload() {
+        let json = br#"{"event_id":"e","event_type":"t","endpoint_id":"ep",
+            "payload_base64":"AAEC/w==","content_type":"application/octet-stream"}"#;
+        let e = WebhookEvent::from_json_at(json, 0).expect("decode");
+        assert_eq!(e.payload, [0, 1, 2, 255]);
+    }
+
+    #[test]
+    fn payload_errors() {
+        let both = br#"{"event_id":"e","event_type":"t","endpoint_id":"ep","payload":1,"payload_base64":"AA=="}"#;
+        assert!(matches!(
+            WebhookEvent::from_json(both),
+            Err(EventError::PayloadConflict)
+        ));
+        let none = br#"{"event_id":"e","event_type":"t","endpoint_id":"ep"}"#;
+        assert!(matches!(
+            WebhookEvent::from_json(none),
+            Err(EventError::MissingField { field: "payload" })
+        ));
+        let bad = br#"{"event_id":"e","event_type":"t","endpoint_id":"ep","payload_base64":"!!"}"#;
+        assert!(matches!(
+            WebhookEvent::from_json(bad),
+            Err(EventError::Base64(_))
+        ));
+    }
+
+    #[test]
+    fn unknown_and_missing_fields_are_named() {
+        let unknown =
+            br#"{"event_id":"e","event_type":"t","endpoint_id":"ep","payload":1,"endpointid":"x"}"#;
+        let err = WebhookEvent::from_json(unknown).expect_err("unknown field");
+        assert!(err.to_string().contains("endpointid"), "{err}");
+        let missing = br#"{"event_type":"t","endpoint_id":"ep","payload":1}"#;
+        let err = WebhookEvent::from_json(missing).expect_err("missing field");
+        assert!(err.to_string().contains("event_id"), "{err}");
+        assert!(WebhookEvent::from_json(b"not json").is_err());
+    }
+
+    #[test]
+    fn json_round_trips_inline_and_base64() {
+        let inline = sample();
+        let text = String::from_utf8(inline.to_json()).expect("utf-8");
+        assert!(text.contains(r#""payload":{"amount":42"#), "{text}");
+        assert_eq!(
+            WebhookEvent::from_json(text.as_bytes()).expect("decode"),
+            inline
+        );
+
+        for (content_type, payload) in [
+            ("application/octet-stream", br#"{"a":1}"#.to_vec()),
+            ("application/json", br#"{ "a": 1 }"#.to_vec()),
+            ("application/json", vec![0xff, 0x00]),
+        ] {
+            let event = WebhookEvent {
+                content_type: content_type.into(),
+                payload,
+                endpoint_url: None,
+                ..sample()
+            };
+            let text = String::from_utf8(event.to_json()).expect("utf-8");
+            assert!(text.contains("payload_base64"), "{text}");
+            assert_eq!(
+                WebhookEvent::from_json(text.as_bytes()).expect("decode"),
+                event
+            );
+        }
+    }
+
+    #[test]
+    fn json_content_types() {
+        assert!(is_json_content_type("application/json"));
+        assert!(is_json_content_type("Application/JSON; charset=utf-8"));
+        assert!(is_json_content_type("application/cloudevents+json"));
+        assert!(!is_json_content_type("text/plain"));
+    }
+}

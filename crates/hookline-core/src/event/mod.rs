@@ -1,0 +1,240 @@
+//! The webhook event record: one event to one endpoint, in its Avro and JSON encodings.
+
+mod avro;
+mod json;
+mod validate;
+
+use std::collections::BTreeMap;
+
+use crate::avro_util::FieldProblem;
+use crate::envelope::ErrorReason;
+
+pub use crate::http_field::RESERVED_HEADERS;
+pub use validate::{
+    MAX_EVENT_TYPE_LEN, MAX_HEADER_VALUE_LEN, MAX_HEADERS, MAX_ID_LEN, MAX_URL_LEN,
+};
+
+/// Content type of a payload when the event does not say.
+pub const DEFAULT_CONTENT_TYPE: &str = "application/json";
+
+/// One delivery: one event to one endpoint (the value of a record in `webhook-events`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookEvent {
+    /// Unique id, sent as `webhook-id`; stable across retries and re-drives.
+    pub event_id: String,
+    /// Type of the event, e.g. `invoice.paid`.
+    pub event_type: String,
+    /// Id of the endpoint to deliver to (also the record key).
+    pub endpoint_id: String,
+    /// URL overriding the endpoint's configured URL for this delivery.
+    pub endpoint_url: Option<String>,
+    /// The exact HTTP request body.
+    pub payload: Vec<u8>,
+    /// Content-Type of the payload.
+    pub content_type: String,
+    /// Extra HTTP request headers.
+    pub headers: BTreeMap<String, String>,
+    /// Creation time, milliseconds since the Unix epoch.
+    pub created_at_ms: i64,
+}
+
+/// What is wrong with an event, naming the field.
+#[derive(Debug, thiserror::Error)]
+pub enum EventError {
+    /// The bytes are not JSON of the event shape.
+    #[error("invalid JSON event: {0}")]
+    Json(#[source] serde_json::Error),
+    /// The bytes are not an Avro event datum.
+    #[error("invalid Avro event: {0}")]
+    Avro(#[source] apache_avro::Error),
+    /// The Avro datum has bytes left over after the event.
+    #[error("Avro event datum has {0} trailing bytes")]
+    TrailingBytes(usize),
+    /// The Avro value is not a record.
+    #[error("Avro value is not a WebhookEvent record")]
+    NotARecord,
+    /// A required field is missing.
+    #[error("missing field `{field}`")]
+    MissingField {
+        /// The field.
+        field: &'static str,
+    },
+    /// A field has the wrong type.
+    #[error("field `{field}` must be {expected}")]
+    WrongType {
+        /// The field.
+        field: &'static str,
+        /// What it must be.
+        expected: &'static str,
+    },
+    /// Both `payload` and `payload_base64` are set in JSON.
+    #[error("both `payload` and `payload_base64` are set; use one")]
+    PayloadConflict,
+    /// `payload_base64` is not valid base64.
+    #[error("field `payload_base64` is not valid base64: {0}")]
+    Base64(#[source] base64::DecodeError),
+    /// A required text field is empty.
+    #[error("field `{field}` must not be empty")]
+    Empty {
+        /// The field.
+        field: &'static str,
+    },
+    /// A text field is too long.
+    #[error("field `{field}` is {len} bytes, over the limit of {max}")]
+    TooLong {
+        /// The field.
+        field: &'static str,
+        /// Its length in bytes.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A text field holds characters it may not.
+    #[error("field `{field}` {rule}")]
+    InvalidChars {
+        /// The field.
+        field: &'static str,
+        /// The rule it breaks, e.g. "must be visible ASCII".
+        rule: &'static str,
+    },
+    /// The payload is larger than allowed.
+    #[error("payload is {size} bytes, over the limit of {max}")]
+    PayloadTooLarge {
+        /// Payload size in bytes.
+        size: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// There are too many extra headers.
+    #[error("event has {count} headers, over the limit of {max}")]
+    TooManyHeaders {
+        /// How many there are.
+        count: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A header name is not an HTTP token.
+    #[error("header name `{name}` is not a valid HTTP token")]
+    InvalidHeaderName {
+        /// The header name.
+        name: String,
+    },
+    /// A header is one the dispatcher sets itself.
+    #[error("header `{name}` is set by the dispatcher and cannot be given in an event")]
+    ReservedHeader {
+        /// The header name.
+        name: String,
+    },
+    /// A header value has characters not allowed in HTTP, or is too long.
+    #[error("value of header `{name}` must be at most {max} bytes of tab, space or visible ASCII", max = MAX_HEADER_VALUE_LEN)]
+    InvalidHeaderValue {
+        /// The header name.
+        name: String,
+    },
+    /// Two header names differ only in case.
+    #[error("header `{name}` is given twice (header names are case-insensitive)")]
+    DuplicateHeader {
+        /// The header name.
+        name: String,
+    },
+}
+
+impl EventError {
+    /// The DLQ reason for an event rejected with this error.
+    pub fn reason(&self) -> ErrorReason {
+        match self {
+            EventError::PayloadTooLarge { .. } => ErrorReason::PayloadTooLarge,
+            EventError::Json(_)
+            | EventError::Avro(_)
+            | EventError::TrailingBytes(_)
+            | EventError::NotARecord
+            | EventError::MissingField { .. }
+            | EventError::WrongType { .. }
+            | EventError::PayloadConflict
+            | EventError::Base64(_)
+            | EventError::Empty { .. }
+            | EventError::TooLong { .. }
+            | EventError::InvalidChars { .. }
+            | EventError::TooManyHeaders { .. }
+            | EventError::InvalidHeaderName { .. }
+            | EventError::ReservedHeader { .. }
+            | EventError::InvalidHeaderValue { .. }
+            | EventError::DuplicateHeader { .. } => ErrorReason::MalformedEvent,
+        }
+    }
+}
+
+impl From<FieldProblem> for EventError {
+    fn from(p: FieldProblem) -> Self {
+        match p {
+            FieldProblem::NotARecord => EventError::NotARecord,
+            FieldProblem::Missing { field } => EventError::MissingField { field },
+            FieldProblem::WrongType { field, expected } => {
+                EventError::WrongType { field, expected }
+            }
+        }
+    }
+}
+
+/// The schema id of a Confluent-framed record value: `Some(id)` when `bytes` starts with
+/// the magic byte 0 followed by a 4-byte big-endian id.
+pub fn confluent_schema_id(bytes: &[u8]) -> Option<u32> {
+    match bytes {
+        [0, a, b, c, d, ..] => Some(u32::from_be_bytes([*a, *b, *c, *d])),
+        _ => None,
+    }
+}
+
+/// Frames an Avro datum the Confluent way: magic byte 0, the 4-byte big-endian schema id,
+/// then the datum.
+pub fn confluent_frame(schema_id: u32, datum: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(5 + datum.len());
+    out.push(0);
+    out.extend_from_slice(&schema_id.to_be_bytes());
+    out.extend_from_slice(datum);
+    out
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// An event with every field set, for tests across the crate.
+    pub(crate) fn sample() -> WebhookEvent {
+        WebhookEvent {
+            event_id: "evt_123".into(),
+            event_type: "invoice.paid".into(),
+            endpoint_id: "ep_1".into(),
+            endpoint_url: Some("https://example.com/hook".into()),
+            payload: br#"{"amount":42,"currency":"EUR"}"#.to_vec(),
+            content_type: DEFAULT_CONTENT_TYPE.into(),
+            headers: BTreeMap::from([("X-Tenant".to_owned(), "acme".to_owned())]),
+            created_at_ms: 1_700_000_000_123,
+        }
+    }
+
+    #[test]
+    fn confluent_framing() {
+        assert_eq!(confluent_schema_id(&[0, 0, 0, 0, 7]), Some(7));
+        assert_eq!(
+            confluent_schema_id(&[0, 1, 2, 3, 4, 9, 9]),
+            Some(0x0102_0304)
+        );
+        assert_eq!(confluent_schema_id(&[0, 0, 0, 7]), None);
+        assert_eq!(confluent_schema_id(&[1, 0, 0, 0, 7]), None);
+        assert_eq!(confluent_schema_id(b"{\"event_id\":1}"), None);
+        let framed = confluent_frame(42, b"abc");
+        assert_eq!(confluent_schema_id(&framed), Some(42));
+        assert_eq!(&framed[5..], b"abc");
+    }
+
+    #[test]
+    fn reasons() {
+        let too_large = EventError::PayloadTooLarge { size: 2, max: 1 };
+        assert_eq!(too_large.reason(), ErrorReason::PayloadTooLarge);
+        assert_eq!(
+            EventError::MissingField { field: "event_id" }.reason(),
+            ErrorReason::MalformedEvent
+        );
+    }
+}

@@ -1,0 +1,219 @@
+//! Checks an event before delivery: ids, sizes and headers.
+
+use std::collections::BTreeSet;
+
+use super::{EventError, WebhookEvent};
+use crate::http_field::{is_field_value, is_reserved, is_token};
+
+/// Longest `event_id` and `endpoint_id`, in bytes.
+pub const MAX_ID_LEN: usize = 256;
+/// Longest `event_type`, in bytes.
+pub const MAX_EVENT_TYPE_LEN: usize = 256;
+/// Longest `endpoint_url`, in bytes.
+pub const MAX_URL_LEN: usize = 2048;
+/// Most extra headers an event may carry.
+pub const MAX_HEADERS: usize = 64;
+/// Longest extra header value, in bytes.
+pub const MAX_HEADER_VALUE_LEN: usize = 8192;
+
+impl WebhookEvent {
+    /// Checks the event: ids non-empty and within [`MAX_ID_LEN`] (`event_id` visible ASCII,
+    /// as it becomes the `webhook-id` header), no control characters in `event_type` and
+    /// `endpoint_id`, the payload at most `max_payload_bytes`, a valid `content_type`, and
+    /// at most [`MAX_HEADERS`] headers whose names are HTTP tokens, distinct ignoring case
+    /// and not in [`RESERVED_HEADERS`](super::RESERVED_HEADERS). The URL itself is checked by
+    /// [`check_url`](crate::url_guard::check_url).
+    pub fn validate(&self, max_payload_bytes: usize) -> Result<(), EventError> {
+        check_text("event_id", &self.event_id, MAX_ID_LEN)?;
+        if !self.event_id.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(EventError::InvalidChars {
+                field: "event_id",
+                rule: "must be visible ASCII without spaces",
+            });
+        }
+        check_text("event_type", &self.event_type, MAX_EVENT_TYPE_LEN)?;
+        check_text("endpoint_id", &self.endpoint_id, MAX_ID_LEN)?;
+        if let Some(url) = &self.endpoint_url {
+            check_text("endpoint_url", url, MAX_URL_LEN)?;
+        }
+        if self.payload.len() > max_payload_bytes {
+            return Err(EventError::PayloadTooLarge {
+                size: self.payload.len(),
+                max: max_payload_bytes,
+            });
+        }
+        if self.content_type.is_empty() {
+            return Err(EventError::Empty {
+                field: "content_type",
+            });
+        }
+        if !is_field_value(&self.content_type) {
+            return Err(EventError::InvalidChars {
+                field: "content_type",
+                rule: "must be tab, space or visible ASCII",
+            });
+        }
+        self.check_headers()
+    }
+
+    fn check_headers(&self) -> Result<(), EventError> {
+        if self.headers.len() > MAX_HEADERS {
+            return Err(EventError::TooManyHeaders {
+                count: self.headers.len(),
+                max: MAX_HEADERS,
+            });
+        }
+        let mut seen = BTreeSet::new();
+        for (name, value) in &self.headers {
+            if !is_token(name) {
+                return Err(EventError::InvalidHeaderName { name: name.clone() });
+            }
+            if is_reserved(name) {
+                return Err(EventError::ReservedHeader { name: name.clone() });
+            }
+            if !seen.insert(name.to_ascii_lowercase()) {
+                return Err(EventError::DuplicateHeader { name: name.clone() });
+            }
+            if value.len() > MAX_HEADER_VALUE_LEN || !is_field_value(value) {
+                return Err(EventError::InvalidHeaderValue { name: name.clone() });
+            }
+        }
+        Ok(())
+    }
+}
+
+fn check_text(field: &'static str, value: &str, max: usize) -> Result<(), EventError> {
+    if value.is_empty() {
+        return Err(EventError::Empty { field });
+    }
+    if value.len() > max {
+        return Err(EventError::TooLong {
+            field,
+            len: value.len(),
+            max,
+        });
+    }
+    if value.chars().any(char::is_control) {
+        return Err(EventError::InvalidChars {
+            field,
+            rule: "must not contain control characters",
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::envelope::ErrorReason;
+    use crate::event::tests::sample;
+
+    const MAX: usize = 1024;
+
+    fn err_of(f: impl FnOnce(&mut WebhookEvent)) -> EventError {
+        let mut e = sample();
+        f(&mut e);
+        e.validate(MAX).expect_err("should be invalid")
+    }
+
+    #[test]
+    fn sample_is_valid() {
+        sample().validate(MAX).expect("valid");
+    }
+
+    #[test]
+    fn ids() {
+        assert!(matches!(
+            err_of(|e| e.event_id.clear()),
+            EventError::Empty { field: "event_id" }
+        ));
+        assert!(matches!(
+            err_of(|e| e.event_id = "a b".into()),
+            EventError::InvalidChars {
+                field: "event_id",
+                ..
+            }
+        ));
+        assert!(matches!(
+            err_of(|e| e.endpoint_id = "x".repeat(MAX_ID_LEN + 1)),
+            EventError::TooLong {
+                field: "endpoint_id",
+                ..
+            }
+        ));
+        assert!(matches!(
+            err_of(|e| e.event_type = "a\nb".into()),
+            EventError::InvalidChars {
+                field: "event_type",
+                ..
+            }
+        ));
+        assert!(matches!(
+            err_of(|e| e.endpoint_url = Some(String::new())),
+            EventError::Empty {
+                field: "endpoint_url"
+            }
+        ));
+        let mut e = sample();
+        e.event_id = "x".repeat(MAX_ID_LEN);
+        e.validate(MAX).expect("limit is inclusive");
+    }
+
+    #[test]
+    fn payload_size() {
+        let err = err_of(|e| e.payload = vec![b'a'; MAX + 1]);
+        assert!(matches!(
+            err,
+            EventError::PayloadTooLarge {
+                size: 1025,
+                max: MAX
+            }
+        ));
+        assert_eq!(err.reason(), ErrorReason::PayloadTooLarge);
+        let mut e = sample();
+        e.payload = vec![b'a'; MAX];
+        e.validate(MAX).expect("limit is inclusive");
+    }
+
+    #[test]
+    fn headers() {
+        let add = |name: &str, value: &str| {
+            let (name, value) = (name.to_owned(), value.to_owned());
+            err_of(move |e| {
+                e.headers.insert(name, value);
+            })
+        };
+        assert!(matches!(
+            add("Bad Name", "v"),
+            EventError::InvalidHeaderName { .. }
+        ));
+        for reserved in ["Webhook-Signature", "webhook-id", "Content-Length", "HOST"] {
+            assert!(
+                matches!(add(reserved, "v"), EventError::ReservedHeader { .. }),
+                "{reserved}"
+            );
+        }
+        assert!(matches!(
+            add("x-tenant", "v"),
+            EventError::DuplicateHeader { .. }
+        ));
+        assert!(matches!(
+            add("X-Evil", "a\r\nb: c"),
+            EventError::InvalidHeaderValue { .. }
+        ));
+        assert!(matches!(
+            err_of(|e| e.content_type = "a\nb".into()),
+            EventError::InvalidChars {
+                field: "content_type",
+                ..
+            }
+        ));
+        let err = err_of(|e| {
+            for i in 0..=MAX_HEADERS {
+                e.headers.insert(format!("x-h{i}"), "v".into());
+            }
+        });
+        assert!(matches!(err, EventError::TooManyHeaders { .. }));
+        assert_eq!(err.reason(), ErrorReason::MalformedEvent);
+    }
+}

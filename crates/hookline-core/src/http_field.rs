@@ -1,0 +1,89 @@
+//! Syntax checks for HTTP header names and values (crate-private).
+
+/// Headers the dispatcher sets itself or that belong to the connection; an event or an
+/// endpoint config may not set them (compared case-insensitively).
+pub const RESERVED_HEADERS: &[&str] = &[
+    "webhook-id",
+    "webhook-signature",
+    "webhook-timestamp",
+    "content-type",
+    "content-length",
+    "host",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "upgrade",
+    "te",
+    "trailer",
+    "expect",
+    "proxy-connection",
+    "proxy-authorization",
+];
+
+/// Whether `name` is an HTTP token (RFC 9110 `tchar`s, non-empty).
+pub(crate) fn is_token(name: &str) -> bool {
+    !name.is_empty()
+        && name.bytes().all(|b| {
+            b.is_ascii_alphanumeric()
+                || matches!(
+                    b,
+                    b'!' | b'#'
+                        | b'$'
+                        | b'%'
+                        | b'&'
+                        | b'\''
+                        | b'*'
+                        | b'+'
+                        | b'-'
+                        | b'.'
+                        | b'^'
+                        | b'_'
+                        | b'`'
+                        | b'|'
+                        | b'~'
+                )
+        })
+}
+
+/// Whether `value` is a header value every HTTP client accepts: tab and visible ASCII or space.
+pub(crate) fn is_field_value(value: &str) -> bool {
+    value
+        .bytes()
+        .all(|b| b == b'\t' || (0x20..=0x7e).contains(&b))
+}
+
+/// Whether `name` is one of [`RESERVED_HEADERS`].
+pub(crate) fn is_reserved(name: &str) -> bool {
+    RESERVED_HEADERS
+        .iter()
+        .any(|reserved| reserved.eq_ignore_ascii_case(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens() {
+        assert!(is_token("X-Custom_Header.1"));
+        assert!(!is_token(""));
+        assert!(!is_token("Bad Header"));
+        assert!(!is_token("bad:header"));
+        assert!(!is_token("naïve"));
+    }
+
+    #[test]
+    fn field_values() {
+        assert!(is_field_value("text/plain; charset=utf-8\tx"));
+        assert!(is_field_value(""));
+        assert!(!is_field_value("a\r\nInjected: 1"));
+        assert!(!is_field_value("é"));
+    }
+
+    #[test]
+    fn reserved_is_case_insensitive() {
+        assert!(is_reserved("Webhook-Signature"));
+        assert!(is_reserved("HOST"));
+        assert!(!is_reserved("x-webhook-signature"));
+    }
+}
