@@ -7,7 +7,9 @@ mod http_field;
 
 pub mod envelope;
 pub mod event;
+pub mod policy;
 pub mod schema;
 
 pub use envelope::ErrorReason;
 pub use event::{EventError, WebhookEvent};
+pub use policy::{RetryDecision, RetryPolicy, RetryTiers, Strategy};
