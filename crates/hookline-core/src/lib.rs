@@ -5,11 +5,13 @@
 mod avro_util;
 mod http_field;
 
+pub mod classify;
 pub mod envelope;
 pub mod event;
 pub mod policy;
 pub mod schema;
 
+pub use classify::{AttemptOutcome, Classification, ClassifyConfig, FailureKind, classify};
 pub use envelope::ErrorReason;
 pub use event::{EventError, WebhookEvent};
 pub use policy::{RetryDecision, RetryPolicy, RetryTiers, Strategy};
