@@ -104,10 +104,31 @@ impl RecordFields {
         as_bytes(field, v)
     }
 
+    pub(crate) fn opt_bytes(
+        &mut self,
+        field: &'static str,
+    ) -> Result<Option<Vec<u8>>, FieldProblem> {
+        self.take(field).map(|v| as_bytes(field, v)).transpose()
+    }
+
+    pub(crate) fn int(&mut self, field: &'static str) -> Result<i32, FieldProblem> {
+        let v = self.required(field)?;
+        as_int(field, v)
+    }
+
+    pub(crate) fn opt_int(&mut self, field: &'static str) -> Result<Option<i32>, FieldProblem> {
+        self.take(field).map(|v| as_int(field, v)).transpose()
+    }
+
     /// A `long`, also accepting `int` and `timestamp-millis` values.
     pub(crate) fn long(&mut self, field: &'static str) -> Result<i64, FieldProblem> {
         let v = self.required(field)?;
         as_long(field, v)
+    }
+
+    /// An optional `long`, also accepting `int` and `timestamp-millis` values.
+    pub(crate) fn opt_long(&mut self, field: &'static str) -> Result<Option<i64>, FieldProblem> {
+        self.take(field).map(|v| as_long(field, v)).transpose()
     }
 }
 
@@ -127,6 +148,16 @@ pub(crate) fn as_bytes(field: &'static str, v: Value) -> Result<Vec<u8>, FieldPr
         _ => Err(FieldProblem::WrongType {
             field,
             expected: "bytes",
+        }),
+    }
+}
+
+fn as_int(field: &'static str, v: Value) -> Result<i32, FieldProblem> {
+    match v {
+        Value::Int(i) => Ok(i),
+        _ => Err(FieldProblem::WrongType {
+            field,
+            expected: "an int",
         }),
     }
 }

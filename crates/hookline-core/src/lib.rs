@@ -12,6 +12,6 @@ pub mod policy;
 pub mod schema;
 
 pub use classify::{AttemptOutcome, Classification, ClassifyConfig, FailureKind, classify};
-pub use envelope::ErrorReason;
+pub use envelope::{DlqEnvelope, ErrorReason};
 pub use event::{EventError, WebhookEvent};
 pub use policy::{RetryDecision, RetryPolicy, RetryTiers, Strategy};
