@@ -8,10 +8,12 @@ mod http_field;
 pub mod classify;
 pub mod envelope;
 pub mod event;
+pub mod headers;
 pub mod policy;
 pub mod schema;
 
 pub use classify::{AttemptOutcome, Classification, ClassifyConfig, FailureKind, classify};
 pub use envelope::{DlqEnvelope, ErrorReason};
 pub use event::{EventError, WebhookEvent};
+pub use headers::DeliveryMeta;
 pub use policy::{RetryDecision, RetryPolicy, RetryTiers, Strategy};
