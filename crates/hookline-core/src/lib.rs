@@ -11,9 +11,11 @@ pub mod event;
 pub mod headers;
 pub mod policy;
 pub mod schema;
+pub mod signing;
 
 pub use classify::{AttemptOutcome, Classification, ClassifyConfig, FailureKind, classify};
 pub use envelope::{DlqEnvelope, ErrorReason};
 pub use event::{EventError, WebhookEvent};
 pub use headers::DeliveryMeta;
 pub use policy::{RetryDecision, RetryPolicy, RetryTiers, Strategy};
+pub use signing::SigningSecret;

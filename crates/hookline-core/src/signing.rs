@@ -1,0 +1,291 @@
+//! Standard Webhooks signatures: `webhook-signature: v1,<base64 HMAC-SHA256>` of
+//! `{webhook-id}.{webhook-timestamp}.{body}`, one per secret during rotation.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use hmac::{Hmac, Mac};
+use rand::Rng;
+use sha2::Sha256;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// Header carrying the event id.
+pub const WEBHOOK_ID: &str = "webhook-id";
+/// Header carrying the signing time, epoch seconds.
+pub const WEBHOOK_TIMESTAMP: &str = "webhook-timestamp";
+/// Header carrying the signatures.
+pub const WEBHOOK_SIGNATURE: &str = "webhook-signature";
+/// Prefix of a symmetric secret's text form.
+pub const SECRET_PREFIX: &str = "whsec_";
+/// Shortest secret key accepted, in bytes (the specification's lower bound).
+pub const MIN_SECRET_LEN: usize = 24;
+/// Longest secret key accepted, in bytes (the specification's upper bound).
+pub const MAX_SECRET_LEN: usize = 64;
+/// How far a receiver should accept `webhook-timestamp` from its clock.
+pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(5 * 60);
+
+/// A symmetric signing key, written `whsec_<base64>`. Its `Debug` never shows the key.
+#[derive(Clone)]
+pub struct SigningSecret(Vec<u8>);
+
+/// A secret that cannot be used, or a signature that does not verify.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SigningError {
+    /// The secret does not start with `whsec_`.
+    #[error("signing secret must start with `whsec_`")]
+    MissingPrefix,
+    /// The part after `whsec_` is not base64.
+    #[error("signing secret is not valid base64 after `whsec_`")]
+    Base64(#[source] base64::DecodeError),
+    /// The key is too short or too long.
+    #[error("signing secret key is {len} bytes; it must be {MIN_SECRET_LEN} to {MAX_SECRET_LEN}")]
+    KeyLength {
+        /// The key length in bytes.
+        len: usize,
+    },
+    /// No `v1` signature in the header matches any secret.
+    #[error("no signature matches")]
+    NoMatch,
+    /// The timestamp is too far from the receiver's clock.
+    #[error("webhook timestamp {timestamp_s} is too far from now ({now_s})")]
+    Timestamp {
+        /// The signed timestamp, epoch seconds.
+        timestamp_s: i64,
+        /// The receiver's clock, epoch seconds.
+        now_s: i64,
+    },
+}
+
+impl SigningSecret {
+    /// Parses `whsec_<base64 key>`.
+    pub fn parse(text: &str) -> Result<Self, SigningError> {
+        let b64 = text
+            .strip_prefix(SECRET_PREFIX)
+            .ok_or(SigningError::MissingPrefix)?;
+        let key = BASE64.decode(b64).map_err(SigningError::Base64)?;
+        Self::from_bytes(key)
+    }
+
+    /// A secret from raw key bytes ([`MIN_SECRET_LEN`] to [`MAX_SECRET_LEN`]).
+    pub fn from_bytes(key: Vec<u8>) -> Result<Self, SigningError> {
+        if (MIN_SECRET_LEN..=MAX_SECRET_LEN).contains(&key.len()) {
+            Ok(SigningSecret(key))
+        } else {
+            Err(SigningError::KeyLength { len: key.len() })
+        }
+    }
+
+    /// A new random 32-byte secret.
+    pub fn generate(rng: &mut impl Rng) -> Self {
+        let mut key = [0u8; 32];
+        rng.fill(&mut key);
+        SigningSecret(key.to_vec())
+    }
+
+    /// The `whsec_<base64>` text form, to hand to the receiver; this exposes the key.
+    pub fn to_whsec(&self) -> String {
+        format!("{SECRET_PREFIX}{}", BASE64.encode(&self.0))
+    }
+
+    fn mac(&self, msg_id: &str, timestamp_s: i64, body: &[u8]) -> HmacSha256 {
+        let mut mac = HmacSha256::new_from_slice(&self.0).expect("HMAC accepts keys of any length");
+        mac.update(msg_id.as_bytes());
+        mac.update(b".");
+        mac.update(timestamp_s.to_string().as_bytes());
+        mac.update(b".");
+        mac.update(body);
+        mac
+    }
+
+    /// This secret's signature: `v1,<base64 HMAC-SHA256 of "{msg_id}.{timestamp_s}.{body}">`.
+    pub fn sign(&self, msg_id: &str, timestamp_s: i64, body: &[u8]) -> String {
+        let tag = self.mac(msg_id, timestamp_s, body).finalize().into_bytes();
+        format!("v1,{}", BASE64.encode(tag))
+    }
+}
+
+impl fmt::Debug for SigningSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SigningSecret(<redacted>)")
+    }
+}
+
+impl FromStr for SigningSecret {
+    type Err = SigningError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::parse(s)
+    }
+}
+
+/// The `webhook-signature` value: each secret's `v1,<sig>`, space-separated (empty without
+/// secrets).
+pub fn sign(secrets: &[SigningSecret], msg_id: &str, timestamp_s: i64, body: &[u8]) -> String {
+    secrets
+        .iter()
+        .map(|s| s.sign(msg_id, timestamp_s, body))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The three Standard Webhooks headers for a delivery.
+pub fn signature_headers(
+    secrets: &[SigningSecret],
+    msg_id: &str,
+    timestamp_s: i64,
+    body: &[u8],
+) -> [(&'static str, String); 3] {
+    [
+        (WEBHOOK_ID, msg_id.to_owned()),
+        (WEBHOOK_TIMESTAMP, timestamp_s.to_string()),
+        (WEBHOOK_SIGNATURE, sign(secrets, msg_id, timestamp_s, body)),
+    ]
+}
+
+/// Checks a `webhook-signature` value as a receiver would: `Ok` when any `v1` signature in
+/// it matches any secret (compared in constant time). Other versions are ignored. Check
+/// the timestamp separately with [`check_timestamp`].
+pub fn verify(
+    secrets: &[SigningSecret],
+    msg_id: &str,
+    timestamp_s: i64,
+    body: &[u8],
+    signature_header: &str,
+) -> Result<(), SigningError> {
+    let candidates: Vec<Vec<u8>> = signature_header
+        .split_whitespace()
+        .filter_map(|part| part.split_once(','))
+        .filter(|(version, _)| *version == "v1")
+        .filter_map(|(_, sig)| BASE64.decode(sig).ok())
+        .collect();
+    let matched = secrets.iter().any(|secret| {
+        candidates.iter().any(|sig| {
+            secret
+                .mac(msg_id, timestamp_s, body)
+                .verify_slice(sig)
+                .is_ok()
+        })
+    });
+    if matched {
+        Ok(())
+    } else {
+        Err(SigningError::NoMatch)
+    }
+}
+
+/// Whether a signed timestamp is within `tolerance` of the receiver's clock.
+pub fn check_timestamp(
+    timestamp_s: i64,
+    now_s: i64,
+    tolerance: Duration,
+) -> Result<(), SigningError> {
+    let skew = timestamp_s.abs_diff(now_s);
+    if skew <= tolerance.as_secs() {
+        Ok(())
+    } else {
+        Err(SigningError::Timestamp { timestamp_s, now_s })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+
+    // The published Standard Webhooks test vector.
+    const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    const MSG_ID: &str = "msg_p5jXN8AQM9LWM0D4loKWxJek";
+    const TIMESTAMP: i64 = 1_614_265_330;
+    const BODY: &[u8] = br#"{"test": 2432232314}"#;
+    const EXPECTED: &str = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=";
+
+    fn secret() -> SigningSecret {
+        SigningSecret::parse(SECRET).expect("valid secret")
+    }
+
+    #[test]
+    fn matches_the_standard_webhooks_vector() {
+        assert_eq!(sign(&[secret()], MSG_ID, TIMESTAMP, BODY), EXPECTED);
+        verify(&[secret()], MSG_ID, TIMESTAMP, BODY, EXPECTED).expect("verifies");
+    }
+
+    #[test]
+    fn rotation_signs_with_every_secret_and_verifies_with_any() {
+        let other = SigningSecret::generate(&mut StdRng::seed_from_u64(1));
+        let header = sign(&[other.clone(), secret()], MSG_ID, TIMESTAMP, BODY);
+        let parts: Vec<&str> = header.split(' ').collect();
+        assert_eq!(parts.len(), 2);
+        assert_eq!(parts[1], EXPECTED);
+        verify(&[secret()], MSG_ID, TIMESTAMP, BODY, &header).expect("old secret verifies");
+        verify(&[other], MSG_ID, TIMESTAMP, BODY, &header).expect("new secret verifies");
+    }
+
+    #[test]
+    fn tampering_fails() {
+        let s = [secret()];
+        assert_eq!(
+            verify(&s, MSG_ID, TIMESTAMP, b"{}", EXPECTED),
+            Err(SigningError::NoMatch)
+        );
+        assert_eq!(
+            verify(&s, "msg_x", TIMESTAMP, BODY, EXPECTED),
+            Err(SigningError::NoMatch)
+        );
+        assert_eq!(
+            verify(&s, MSG_ID, TIMESTAMP + 1, BODY, EXPECTED),
+            Err(SigningError::NoMatch)
+        );
+        let v2 = EXPECTED.replacen("v1,", "v2,", 1);
+        assert_eq!(
+            verify(&s, MSG_ID, TIMESTAMP, BODY, &v2),
+            Err(SigningError::NoMatch)
+        );
+        assert_eq!(
+            verify(&s, MSG_ID, TIMESTAMP, BODY, "garbage v1,!!"),
+            Err(SigningError::NoMatch)
+        );
+        assert_eq!(
+            verify(&[], MSG_ID, TIMESTAMP, BODY, EXPECTED),
+            Err(SigningError::NoMatch)
+        );
+    }
+
+    #[test]
+    fn secret_parsing_and_redaction() {
+        assert_eq!(
+            SigningSecret::parse("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").err(),
+            Some(SigningError::MissingPrefix)
+        );
+        assert!(matches!(
+            SigningSecret::parse("whsec_@@@"),
+            Err(SigningError::Base64(_))
+        ));
+        assert_eq!(
+            SigningSecret::parse("whsec_c2hvcnQ=").err(),
+            Some(SigningError::KeyLength { len: 5 })
+        );
+        let debug = format!("{:?}", secret());
+        assert!(!debug.contains("MfKQ"), "{debug}");
+        assert_eq!(secret().to_whsec(), SECRET);
+        let generated = SigningSecret::generate(&mut StdRng::seed_from_u64(9));
+        let reparsed: SigningSecret = generated.to_whsec().parse().expect("round trip");
+        assert_eq!(reparsed.to_whsec(), generated.to_whsec());
+    }
+
+    #[test]
+    fn headers_and_timestamps() {
+        let headers = signature_headers(&[secret()], MSG_ID, TIMESTAMP, BODY);
+        assert_eq!(headers[0], (WEBHOOK_ID, MSG_ID.to_owned()));
+        assert_eq!(headers[1], (WEBHOOK_TIMESTAMP, "1614265330".to_owned()));
+        assert_eq!(headers[2], (WEBHOOK_SIGNATURE, EXPECTED.to_owned()));
+        check_timestamp(TIMESTAMP, TIMESTAMP + 300, DEFAULT_TOLERANCE).expect("within");
+        check_timestamp(TIMESTAMP, TIMESTAMP - 300, DEFAULT_TOLERANCE).expect("within");
+        assert!(check_timestamp(TIMESTAMP, TIMESTAMP + 301, DEFAULT_TOLERANCE).is_err());
+        assert!(check_timestamp(i64::MIN, i64::MAX, DEFAULT_TOLERANCE).is_err());
+    }
+}
