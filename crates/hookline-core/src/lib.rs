@@ -12,6 +12,7 @@ pub mod headers;
 pub mod policy;
 pub mod schema;
 pub mod signing;
+pub mod url_guard;
 
 pub use classify::{AttemptOutcome, Classification, ClassifyConfig, FailureKind, classify};
 pub use envelope::{DlqEnvelope, ErrorReason};
