@@ -1,0 +1,167 @@
+//! The subcommands, one file each, and the options they share.
+
+mod publish;
+mod topics;
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand, ValueEnum};
+use hookline_kafka::{KafkaSettings, Registry, RegistrySettings};
+use hookline_producer::{DEFAULT_ENDPOINTS_TOPIC, DEFAULT_EVENTS_TOPIC, Topics};
+use tracing_subscriber::EnvFilter;
+
+/// Reliable webhook delivery on Apache Kafka.
+#[derive(Debug, Parser)]
+#[command(name = "hookline", version, about)]
+pub struct Cli {
+    /// Options every subcommand takes.
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Publish webhook events to the events topic.
+    Publish(publish::PublishArgs),
+    /// Provision hookline's topics.
+    Topics(topics::TopicsArgs),
+}
+
+impl Cli {
+    /// Runs the chosen subcommand.
+    pub async fn run(self) -> anyhow::Result<()> {
+        let context = self.global.context()?;
+        match self.command {
+            Command::Publish(args) => publish::run(args, &context).await,
+            Command::Topics(args) => topics::run(args, &context).await,
+        }
+    }
+}
+
+/// How log lines are written (to stderr).
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Options shared by every subcommand.
+#[derive(Debug, clap::Args)]
+pub struct GlobalArgs {
+    /// Kafka brokers, as a comma-separated host:port list.
+    #[arg(
+        long,
+        global = true,
+        env = "HOOKLINE_BOOTSTRAP_SERVERS",
+        default_value = "127.0.0.1:9092"
+    )]
+    bootstrap_servers: String,
+    /// Extra librdkafka property for every Kafka client (security, tuning); repeatable.
+    #[arg(long = "kafka-property", global = true, value_name = "KEY=VALUE", value_parser = parse_key_value)]
+    kafka_properties: Vec<(String, String)>,
+    /// Base URL of the schema registry's Confluent-compatible API.
+    #[arg(
+        long,
+        global = true,
+        env = "HOOKLINE_REGISTRY_URL",
+        default_value = "http://127.0.0.1:8081/apis/ccompat/v7"
+    )]
+    registry_url: String,
+    /// The events topic; the retry, DLQ and action topics are named after it.
+    #[arg(long, global = true, env = "HOOKLINE_EVENTS_TOPIC", default_value = DEFAULT_EVENTS_TOPIC)]
+    events_topic: String,
+    /// The compacted topic of endpoint configs.
+    #[arg(long, global = true, env = "HOOKLINE_ENDPOINTS_TOPIC", default_value = DEFAULT_ENDPOINTS_TOPIC)]
+    endpoints_topic: String,
+    /// Format of log lines on stderr; RUST_LOG selects what is logged (default: warn).
+    #[arg(long, global = true, env = "HOOKLINE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// What the subcommands are given: settings resolved from the global options.
+#[derive(Debug)]
+pub struct Context {
+    /// How to reach Kafka.
+    pub kafka: KafkaSettings,
+    /// How to reach the schema registry.
+    pub registry: RegistrySettings,
+    /// The topic names.
+    pub topics: Topics,
+}
+
+impl Context {
+    /// A registry client (created on demand: not every command needs one).
+    pub fn registry(&self) -> anyhow::Result<Arc<Registry>> {
+        let registry = Registry::new(&self.registry).with_context(|| {
+            format!("connecting to the schema registry at {}", self.registry.url)
+        })?;
+        Ok(Arc::new(registry))
+    }
+}
+
+impl GlobalArgs {
+    fn context(&self) -> anyhow::Result<Context> {
+        if self.bootstrap_servers.trim().is_empty() {
+            anyhow::bail!("--bootstrap-servers must not be empty");
+        }
+        let mut kafka = KafkaSettings::new(self.bootstrap_servers.trim());
+        kafka
+            .properties
+            .extend(self.kafka_properties.iter().cloned());
+        Ok(Context {
+            kafka,
+            registry: RegistrySettings {
+                url: self.registry_url.clone(),
+                ..RegistrySettings::default()
+            },
+            topics: Topics::new(&self.events_topic, &self.endpoints_topic),
+        })
+    }
+}
+
+/// Sets up logging to stderr, filtered by `RUST_LOG` (default `warn`).
+pub fn init_tracing(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+/// Reads `KEY=VALUE`.
+pub fn parse_key_value(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.trim().is_empty() => {
+            Ok((key.trim().to_owned(), value.to_owned()))
+        }
+        _ => Err(format!("`{text}` is not KEY=VALUE")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn cli_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn key_values() {
+        assert_eq!(parse_key_value("a=b=c"), Ok(("a".into(), "b=c".into())));
+        assert_eq!(parse_key_value("a="), Ok(("a".into(), String::new())));
+        assert!(parse_key_value("=b").is_err());
+        assert!(parse_key_value("ab").is_err());
+    }
+}

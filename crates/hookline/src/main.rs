@@ -1,0 +1,21 @@
+//! The `hookline` command: publish events, provision topics, manage endpoints.
+
+mod commands;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = commands::Cli::parse();
+    commands::init_tracing(cli.global.log_format);
+    match cli.run().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            // One line: the error and its causes, outermost first.
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
