@@ -6,6 +6,7 @@ mod avro_util;
 mod http_field;
 
 pub mod classify;
+pub mod endpoint;
 pub mod envelope;
 pub mod event;
 pub mod headers;
@@ -15,6 +16,7 @@ pub mod signing;
 pub mod url_guard;
 
 pub use classify::{AttemptOutcome, Classification, ClassifyConfig, FailureKind, classify};
+pub use endpoint::{Endpoint, EndpointConfig};
 pub use envelope::{DlqEnvelope, ErrorReason};
 pub use event::{EventError, WebhookEvent};
 pub use headers::DeliveryMeta;

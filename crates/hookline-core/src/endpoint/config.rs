@@ -1,0 +1,334 @@
+//! The user-facing endpoint config: the JSON value of a `webhook-endpoints` record.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Endpoint, EndpointError};
+use crate::event::{MAX_HEADER_VALUE_LEN, MAX_HEADERS};
+use crate::http_field::{is_field_value, is_reserved, is_token};
+use crate::policy::PolicyOverride;
+use crate::signing::SigningSecret;
+use crate::url_guard::{check_url, redact_url};
+
+/// Most secrets an endpoint may have at once.
+pub const MAX_SECRETS: usize = 10;
+/// Longest per-attempt timeout, in milliseconds (5 minutes).
+pub const MAX_TIMEOUT_MS: u64 = 300_000;
+
+/// An endpoint as configured, e.g.
+/// `{"url":"https://example.com/hook","secrets":["whsec_..."],"timeout_ms":10000,"retry":{"max_attempts":5}}`.
+/// Unknown fields are refused. Its `Debug` shows no secret and no query string.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointConfig {
+    /// Where deliveries are POSTed: an http or https URL without user info.
+    pub url: String,
+    /// Signing secrets `whsec_<base64>`; each signs every delivery (rotation). 1 to 10.
+    pub secrets: Vec<String>,
+    /// Whether deliveries are made; deliveries to a disabled endpoint go to the DLQ. Default true.
+    #[serde(default = "default_enabled")]
+    pub enabled: bool,
+    /// Most deliveries in flight at once, at least 1. Default: the dispatcher's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrency: Option<u32>,
+    /// Most deliveries started per second, above 0. Default: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit_per_s: Option<f64>,
+    /// Per-attempt timeout in milliseconds, 1 to 300000. Default: the dispatcher's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Changes to the dispatcher's retry policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<PolicyOverride>,
+    /// Deliver one at a time, in order (per partition). Default false.
+    #[serde(default)]
+    pub strict_ordering: bool,
+    /// Extra HTTP request headers (not the ones the dispatcher sets). Default none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+}
+
+fn default_enabled() -> bool {
+    true
+}
+
+fn invalid(field: impl Into<String>, reason: impl Into<String>) -> EndpointError {
+    EndpointError::Invalid {
+        field: field.into(),
+        reason: reason.into(),
+    }
+}
+
+impl EndpointConfig {
+    /// A config with the given URL and secrets and every other field at its default.
+    pub fn new(url: impl Into<String>, secrets: Vec<String>) -> Self {
+        EndpointConfig {
+            url: url.into(),
+            secrets,
+            enabled: true,
+            max_concurrency: None,
+            rate_limit_per_s: None,
+            timeout_ms: None,
+            retry: None,
+            strict_ordering: false,
+            headers: BTreeMap::new(),
+        }
+    }
+
+    /// Parses and validates a record value.
+    pub fn from_json(bytes: &[u8]) -> Result<Self, EndpointError> {
+        let config: EndpointConfig = serde_json::from_slice(bytes).map_err(EndpointError::Json)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The record value.
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("an endpoint config always serializes")
+    }
+
+    /// Checks every field, naming the first one that is wrong.
+    pub fn validate(&self) -> Result<(), EndpointError> {
+        self.to_endpoint().map(|_| ())
+    }
+
+    /// Validates and converts into the run-time form.
+    pub fn to_endpoint(&self) -> Result<Endpoint, EndpointError> {
+        let target = check_url(&self.url).map_err(EndpointError::Url)?;
+        if self.secrets.is_empty() {
+            return Err(invalid("secrets", "needs at least one `whsec_` secret"));
+        }
+        if self.secrets.len() > MAX_SECRETS {
+            return Err(invalid(
+                "secrets",
+                format!("has more than {MAX_SECRETS} secrets"),
+            ));
+        }
+        let secrets = self
+            .secrets
+            .iter()
+            .enumerate()
+            .map(|(index, s)| {
+                SigningSecret::parse(s).map_err(|source| EndpointError::Secret { index, source })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let max_concurrency = self
+            .max_concurrency
+            .map(|n| {
+                NonZeroU32::new(n).ok_or_else(|| invalid("max_concurrency", "must be at least 1"))
+            })
+            .transpose()?;
+        if let Some(rate) = self.rate_limit_per_s
+            && !(rate.is_finite() && rate > 0.0)
+        {
+            return Err(invalid("rate_limit_per_s", "must be a number above 0"));
+        }
+        if let Some(ms) = self.timeout_ms
+            && !(1..=MAX_TIMEOUT_MS).contains(&ms)
+        {
+            return Err(invalid(
+                "timeout_ms",
+                format!("must be 1 to {MAX_TIMEOUT_MS}"),
+            ));
+        }
+        if let Some(retry) = &self.retry {
+            retry.validate("retry").map_err(EndpointError::Retry)?;
+        }
+        self.check_headers()?;
+        Ok(Endpoint {
+            target,
+            secrets,
+            enabled: self.enabled,
+            max_concurrency,
+            rate_limit_per_s: self.rate_limit_per_s,
+            timeout: self.timeout_ms.map(Duration::from_millis),
+            retry: self.retry.clone(),
+            strict_ordering: self.strict_ordering,
+            headers: self.headers.clone(),
+        })
+    }
+
+    fn check_headers(&self) -> Result<(), EndpointError> {
+        if self.headers.len() > MAX_HEADERS {
+            return Err(invalid(
+                "headers",
+                format!("has more than {MAX_HEADERS} headers"),
+            ));
+        }
+        let mut seen = BTreeSet::new();
+        for (name, value) in &self.headers {
+            let field = || format!("headers.{name}");
+            if !is_token(name) {
+                return Err(invalid(field(), "name is not a valid HTTP token"));
+            }
+            if is_reserved(name) {
+                return Err(invalid(field(), "is set by the dispatcher"));
+            }
+            if !seen.insert(name.to_ascii_lowercase()) {
+                return Err(invalid(
+                    field(),
+                    "is given twice (names are case-insensitive)",
+                ));
+            }
+            if value.len() > MAX_HEADER_VALUE_LEN || !is_field_value(value) {
+                return Err(invalid(
+                    field(),
+                    format!(
+                        "value must be at most {MAX_HEADER_VALUE_LEN} bytes of tab, space or visible ASCII"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for EndpointConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EndpointConfig")
+            .field("url", &redact_url(&self.url))
+            .field(
+                "secrets",
+                &format_args!("<{} redacted>", self.secrets.len()),
+            )
+            .field("enabled", &self.enabled)
+            .field("max_concurrency", &self.max_concurrency)
+            .field("rate_limit_per_s", &self.rate_limit_per_s)
+            .field("timeout_ms", &self.timeout_ms)
+            .field("retry", &self.retry)
+            .field("strict_ordering", &self.strict_ordering)
+            .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::StrategyKind;
+
+    const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+    fn config() -> EndpointConfig {
+        EndpointConfig::new("https://example.com/hook", vec![SECRET.into()])
+    }
+
+    fn field_of(f: impl FnOnce(&mut EndpointConfig)) -> String {
+        let mut c = config();
+        f(&mut c);
+        match c.validate() {
+            Err(EndpointError::Invalid { field, .. }) => field,
+            Err(EndpointError::Url(_)) => "url".into(),
+            Err(EndpointError::Secret { index, .. }) => format!("secrets[{index}]"),
+            Err(EndpointError::Retry(e)) => e.to_string(),
+            Err(EndpointError::Json(e)) => panic!("unexpected JSON error {e}"),
+            Ok(()) => panic!("expected an error"),
+        }
+    }
+
+    #[test]
+    fn full_json_parses_and_converts() {
+        let json = format!(
+            r#"{{"url":"https://example.com/hook?k=v","secrets":["{SECRET}"],"enabled":false,
+            "max_concurrency":4,"rate_limit_per_s":2.5,"timeout_ms":10000,
+            "retry":{{"strategy":"fixed","base_ms":1000,"max_attempts":3}},
+            "strict_ordering":true,"headers":{{"X-Tenant":"acme"}}}}"#
+        );
+        let c = EndpointConfig::from_json(json.as_bytes()).expect("valid");
+        assert!(!c.enabled && c.strict_ordering);
+        let e = c.to_endpoint().expect("valid");
+        assert_eq!(e.timeout, Some(Duration::from_secs(10)));
+        assert_eq!(e.max_concurrency.map(NonZeroU32::get), Some(4));
+        assert_eq!(e.secrets.len(), 1);
+        assert_eq!(
+            e.retry.as_ref().and_then(|r| r.strategy),
+            Some(StrategyKind::Fixed)
+        );
+        assert_eq!(
+            EndpointConfig::from_json(&c.to_json()).expect("round trip"),
+            c
+        );
+    }
+
+    #[test]
+    fn minimal_json_takes_defaults() {
+        let json = format!(r#"{{"url":"http://example.com/","secrets":["{SECRET}"]}}"#);
+        let c = EndpointConfig::from_json(json.as_bytes()).expect("valid");
+        assert_eq!(
+            c,
+            EndpointConfig::new("http://example.com/", vec![SECRET.into()])
+        );
+        assert!(c.enabled);
+    }
+
+    #[test]
+    fn unknown_fields_are_refused() {
+        let json = format!(r#"{{"url":"http://example.com/","secrets":["{SECRET}"],"timeout":5}}"#);
+        let err = EndpointConfig::from_json(json.as_bytes()).expect_err("unknown field");
+        assert!(err.to_string().contains("timeout"), "{err}");
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        assert_eq!(field_of(|c| c.url = "ftp://x/".into()), "url");
+        assert_eq!(field_of(|c| c.secrets.clear()), "secrets");
+        assert_eq!(field_of(|c| c.secrets.push("nope".into())), "secrets[1]");
+        assert_eq!(field_of(|c| c.max_concurrency = Some(0)), "max_concurrency");
+        assert_eq!(
+            field_of(|c| c.rate_limit_per_s = Some(0.0)),
+            "rate_limit_per_s"
+        );
+        assert_eq!(
+            field_of(|c| c.rate_limit_per_s = Some(f64::NAN)),
+            "rate_limit_per_s"
+        );
+        assert_eq!(field_of(|c| c.timeout_ms = Some(0)), "timeout_ms");
+        assert_eq!(
+            field_of(|c| c.timeout_ms = Some(MAX_TIMEOUT_MS + 1)),
+            "timeout_ms"
+        );
+        assert!(
+            field_of(|c| {
+                c.retry = Some(PolicyOverride {
+                    max_attempts: Some(0),
+                    ..PolicyOverride::default()
+                })
+            })
+            .contains("retry.max_attempts")
+        );
+        let header = |name: &str, value: &str| {
+            let (name, value) = (name.to_owned(), value.to_owned());
+            field_of(move |c| {
+                c.headers.insert(name, value);
+            })
+        };
+        assert_eq!(header("Bad Name", "v"), "headers.Bad Name");
+        assert_eq!(
+            header("Webhook-Signature", "v"),
+            "headers.Webhook-Signature"
+        );
+        assert_eq!(header("X-A", "a\nb"), "headers.X-A");
+    }
+
+    #[test]
+    fn debug_never_shows_secrets_or_query() {
+        let mut c = config();
+        c.url = "https://example.com/hook?token=abc123".into();
+        let text = format!("{c:?}");
+        assert!(!text.contains("MfKQ"), "{text}");
+        assert!(!text.contains("abc123"), "{text}");
+        let endpoint = format!("{:?}", c.to_endpoint().expect("valid"));
+        assert!(
+            !endpoint.contains("MfKQ") && !endpoint.contains("abc123"),
+            "{endpoint}"
+        );
+        let err = EndpointConfig::new("https://x.test/", vec!["whsec_!!".into()])
+            .validate()
+            .expect_err("invalid");
+        assert!(!err.to_string().contains("!!"), "{err}");
+    }
+}
