@@ -1,0 +1,299 @@
+//! End-to-end tests of the producer crate against the real local stack (`deploy/local/stack
+//! up`): publishing in both encodings, refusing invalid events, provisioning, and the
+//! endpoint table.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use hookline_core::WebhookEvent;
+use hookline_core::policy::RetryTiers;
+use hookline_kafka::{KafkaSettings, Registry, TopicSpec, ensure_topics};
+use hookline_producer::{
+    Encoding, PublishError, Publisher, PublisherConfig, Topics, TopicsPlan, provision,
+};
+use hookline_testkit::{kafka_settings, registry_settings, unique_name};
+use rdkafka::admin::{AdminClient, AdminOptions, ResourceSpecifier};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer, StreamConsumer};
+use rdkafka::message::{Headers, Message, OwnedMessage};
+use rdkafka::{Offset, TopicPartitionList};
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+fn event(endpoint: &str) -> WebhookEvent {
+    WebhookEvent {
+        event_id: String::new(),
+        event_type: "invoice.paid".into(),
+        endpoint_id: endpoint.into(),
+        endpoint_url: Some("https://example.com/hooks".into()),
+        payload: br#"{"amount":42,"currency":"EUR"}"#.to_vec(),
+        content_type: "application/json".into(),
+        headers: BTreeMap::from([("X-Tenant".to_owned(), "acme".to_owned())]),
+        created_at_ms: 0,
+    }
+}
+
+fn now_ms() -> i64 {
+    let since_epoch = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock after 1970");
+    i64::try_from(since_epoch.as_millis()).expect("ms fit in i64")
+}
+
+async fn events_topic(partitions: i32) -> String {
+    let topic = unique_name("producer-events");
+    ensure_topics(&kafka_settings(), &[TopicSpec::new(&topic, partitions, 1)])
+        .await
+        .expect("create the events topic");
+    topic
+}
+
+/// Reads `count` records of `topic` from the beginning, in (partition, offset) order.
+async fn read(settings: &KafkaSettings, topic: &str, count: usize) -> Vec<OwnedMessage> {
+    let mut config = settings.client_config();
+    config.set("group.id", unique_name("reader"));
+    config.set("enable.auto.commit", "false");
+    let consumer: StreamConsumer = config.create().expect("reader");
+    let metadata = consumer
+        .fetch_metadata(Some(topic), DEADLINE)
+        .expect("metadata");
+    let mut assignment = TopicPartitionList::new();
+    for partition in metadata.topics()[0].partitions() {
+        assignment
+            .add_partition_offset(topic, partition.id(), Offset::Beginning)
+            .expect("partition");
+    }
+    consumer.assign(&assignment).expect("assign");
+    let mut records = Vec::new();
+    while records.len() < count {
+        let message = tokio::time::timeout(DEADLINE, consumer.recv())
+            .await
+            .expect("a record before the deadline")
+            .expect("no consumer error");
+        records.push(message.detach());
+    }
+    records.sort_by_key(|m| (m.partition(), m.offset()));
+    records
+}
+
+/// How many records `topic` holds, from its watermarks.
+fn record_count(settings: &KafkaSettings, topic: &str) -> i64 {
+    let consumer: BaseConsumer = settings.client_config().create().expect("consumer");
+    let metadata = consumer
+        .fetch_metadata(Some(topic), DEADLINE)
+        .expect("metadata");
+    metadata.topics()[0]
+        .partitions()
+        .iter()
+        .map(|p| {
+            let (low, high) = consumer
+                .fetch_watermarks(topic, p.id(), DEADLINE)
+                .expect("watermarks");
+            high - low
+        })
+        .sum()
+}
+
+fn webhook_id(message: &OwnedMessage) -> Option<String> {
+    let headers = message.headers()?;
+    headers
+        .iter()
+        .find(|h| h.key == "webhook-id")
+        .and_then(|h| h.value)
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+}
+
+#[tokio::test]
+async fn avro_publish_decodes_through_the_registry_to_the_same_event() {
+    let settings = kafka_settings();
+    let topic = events_topic(3).await;
+    let registry = Arc::new(Registry::new(&registry_settings()).expect("registry"));
+    let config = PublisherConfig::new(&topic, Encoding::Avro);
+    let publisher = Publisher::new(&settings, Some(registry.clone()), config).expect("publisher");
+
+    let before = now_ms();
+    let sent = event("ep_avro");
+    let delivered = publisher.publish(&sent).await.expect("published");
+    assert!(
+        uuid::Uuid::parse_str(&delivered.event_id).is_ok_and(|id| id.get_version_num() == 7),
+        "a generated event id is a UUID v7: {}",
+        delivered.event_id
+    );
+
+    let records = read(&settings, &topic, 1).await;
+    let record = &records[0];
+    assert_eq!(
+        (record.partition(), record.offset()),
+        (delivered.partition, delivered.offset)
+    );
+    assert_eq!(record.key(), Some(&b"ep_avro"[..]));
+    assert_eq!(
+        webhook_id(record).as_deref(),
+        Some(delivered.event_id.as_str())
+    );
+    let value = registry
+        .decode(record.payload().expect("a value"))
+        .await
+        .expect("decodes through the registry");
+    let received = WebhookEvent::from_avro_value(value).expect("a WebhookEvent");
+    assert!((before..=now_ms()).contains(&received.created_at_ms));
+    let expected = WebhookEvent {
+        event_id: delivered.event_id.clone(),
+        created_at_ms: received.created_at_ms,
+        ..sent
+    };
+    assert_eq!(received, expected);
+}
+
+#[tokio::test]
+async fn json_publish_many_reads_back_with_from_json() {
+    let settings = kafka_settings();
+    let topic = events_topic(2).await;
+    let config = PublisherConfig::new(&topic, Encoding::Json);
+    let publisher = Publisher::new(&settings, None, config).expect("publisher");
+
+    let sent: Vec<WebhookEvent> = (0..5)
+        .map(|i| WebhookEvent {
+            event_id: format!("evt_{i}"),
+            created_at_ms: 1_700_000_000_000 + i,
+            ..event(&format!("ep_{}", i % 2))
+        })
+        .collect();
+    let results = publisher.publish_many(&sent, 3).await;
+    let ids: Vec<String> = results
+        .into_iter()
+        .map(|r| r.expect("published").event_id)
+        .collect();
+    assert_eq!(ids, ["evt_0", "evt_1", "evt_2", "evt_3", "evt_4"]);
+    publisher.flush(DEADLINE).await.expect("flushed");
+
+    let mut received: Vec<WebhookEvent> = read(&settings, &topic, 5)
+        .await
+        .iter()
+        .map(|record| {
+            let event = WebhookEvent::from_json(record.payload().expect("a value")).expect("JSON");
+            assert_eq!(record.key(), Some(event.endpoint_id.as_bytes()));
+            assert_eq!(webhook_id(record).as_deref(), Some(event.event_id.as_str()));
+            event
+        })
+        .collect();
+    received.sort_by(|a, b| a.event_id.cmp(&b.event_id));
+    assert_eq!(received, sent);
+}
+
+#[tokio::test]
+async fn an_invalid_event_is_refused_before_anything_is_sent() {
+    let settings = kafka_settings();
+    let topic = events_topic(1).await;
+    let config = PublisherConfig::new(&topic, Encoding::Json);
+    let publisher = Publisher::new(&settings, None, config).expect("publisher");
+
+    let mut bad = event("ep_1");
+    bad.headers
+        .insert("webhook-signature".into(), "forged".into());
+    let error = publisher.publish(&bad).await.expect_err("refused");
+    assert!(matches!(error, PublishError::Invalid { .. }), "{error:?}");
+    assert!(error.is_invalid_event());
+    let empty_type = WebhookEvent {
+        event_type: String::new(),
+        ..event("ep_1")
+    };
+    let error = publisher.publish(&empty_type).await.expect_err("refused");
+    assert!(matches!(error, PublishError::Invalid { .. }), "{error:?}");
+    publisher.flush(DEADLINE).await.expect("flushed");
+    assert_eq!(record_count(&settings, &topic), 0);
+
+    let avro_without_registry = Publisher::new(
+        &settings,
+        None,
+        PublisherConfig::new(&topic, Encoding::Avro),
+    );
+    assert!(matches!(
+        avro_without_registry,
+        Err(PublishError::RegistryRequired)
+    ));
+}
+
+async fn topic_config(settings: &KafkaSettings, topic: &str, key: &str) -> Option<String> {
+    let admin: AdminClient<DefaultClientContext> =
+        settings.client_config().create().expect("admin client");
+    let results = admin
+        .describe_configs([&ResourceSpecifier::Topic(topic)], &AdminOptions::new())
+        .await
+        .expect("describe configs");
+    let resource = results
+        .into_iter()
+        .next()
+        .expect("one result")
+        .expect("the topic's configs");
+    resource.get(key).and_then(|entry| entry.value.clone())
+}
+
+#[tokio::test]
+async fn provisioning_creates_the_topics_with_their_configs_and_is_idempotent() {
+    let settings = kafka_settings();
+    let topics = Topics::new(unique_name("prov-events"), unique_name("prov-endpoints"));
+    let plan = TopicsPlan {
+        tiers: RetryTiers::from_suffixes(&["200ms", "5s"]).expect("tiers"),
+        partitions: 2,
+        ..TopicsPlan::new(topics.clone())
+    };
+    let expected = [
+        topics.events.clone(),
+        format!("{}.retry.200ms", topics.events),
+        format!("{}.retry.5s", topics.events),
+        topics.dlq(),
+        topics.dlq_actions(),
+        topics.endpoints.clone(),
+    ];
+
+    let first = provision(&settings, &plan).await.expect("provisioned");
+    let mut created = first.created.clone();
+    created.sort();
+    let mut all = expected.to_vec();
+    all.sort();
+    assert_eq!(created, all);
+    assert!(first.existing.is_empty());
+
+    let consumer: BaseConsumer = settings.client_config().create().expect("consumer");
+    for name in &expected[..4] {
+        let metadata = consumer
+            .fetch_metadata(Some(name), DEADLINE)
+            .expect("metadata");
+        assert_eq!(metadata.topics()[0].partitions().len(), 2, "{name}");
+    }
+    let config = |topic: &str, key: &'static str| {
+        let settings = settings.clone();
+        let topic = topic.to_owned();
+        async move { topic_config(&settings, &topic, key).await }
+    };
+    assert_eq!(
+        config(&topics.endpoints, "cleanup.policy").await.as_deref(),
+        Some("compact")
+    );
+    assert_eq!(
+        config(&topics.dlq_actions(), "cleanup.policy")
+            .await
+            .as_deref(),
+        Some("compact")
+    );
+    assert_eq!(
+        config(&topics.events, "cleanup.policy").await.as_deref(),
+        Some("delete")
+    );
+    assert_eq!(
+        config(&topics.dlq(), "retention.ms").await.as_deref(),
+        Some("2592000000")
+    );
+    assert_eq!(
+        config(&expected[1], "retention.ms").await.as_deref(),
+        Some("259200000")
+    );
+
+    let second = provision(&settings, &plan)
+        .await
+        .expect("provisioned again");
+    assert!(second.created.is_empty(), "{second:?}");
+    assert_eq!(second.existing, expected);
+}
