@@ -13,6 +13,7 @@ pub mod headers;
 pub mod policy;
 pub mod schema;
 pub mod signing;
+pub mod state;
 pub mod url_guard;
 
 pub use classify::{AttemptOutcome, Classification, ClassifyConfig, FailureKind, classify};
@@ -22,3 +23,4 @@ pub use event::{EventError, WebhookEvent};
 pub use headers::DeliveryMeta;
 pub use policy::{RetryDecision, RetryPolicy, RetryTiers, Strategy};
 pub use signing::SigningSecret;
+pub use state::{DeliveryState, Transition};
