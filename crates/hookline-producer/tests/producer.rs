@@ -7,10 +7,12 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hookline_core::WebhookEvent;
+use hookline_core::endpoint::EndpointConfig;
 use hookline_core::policy::RetryTiers;
 use hookline_kafka::{KafkaSettings, Registry, TopicSpec, ensure_topics};
 use hookline_producer::{
-    Encoding, PublishError, Publisher, PublisherConfig, Topics, TopicsPlan, provision,
+    Encoding, EndpointStore, EndpointStoreError, PublishError, Publisher, PublisherConfig, Topics,
+    TopicsPlan, provision,
 };
 use hookline_testkit::{kafka_settings, registry_settings, unique_name};
 use rdkafka::admin::{AdminClient, AdminOptions, ResourceSpecifier};
@@ -296,4 +298,88 @@ async fn provisioning_creates_the_topics_with_their_configs_and_is_idempotent() 
         .expect("provisioned again");
     assert!(second.created.is_empty(), "{second:?}");
     assert_eq!(second.existing, expected);
+}
+
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+#[tokio::test]
+async fn endpoints_put_list_and_remove_round_trip_through_the_compacted_topic() {
+    let settings = kafka_settings();
+    let topic = unique_name("endpoints");
+    let table = TopicSpec::new(&topic, 3, 1).config("cleanup.policy", "compact");
+    ensure_topics(&settings, &[table])
+        .await
+        .expect("create the table");
+    let store = EndpointStore::new(&settings, &topic).expect("store");
+    assert!(
+        store
+            .list()
+            .await
+            .expect("empty table")
+            .endpoints
+            .is_empty()
+    );
+
+    let a1 = EndpointConfig::new("https://a.example/v1", vec![SECRET.into()]);
+    let a2 = EndpointConfig {
+        max_concurrency: Some(4),
+        timeout_ms: Some(5_000),
+        ..EndpointConfig::new("https://a.example/v2", vec![SECRET.into()])
+    };
+    let b = EndpointConfig {
+        enabled: false,
+        ..EndpointConfig::new("https://b.example/", vec![SECRET.into()])
+    };
+    store.put("ep_a", &a1).await.expect("put a");
+    store.put("ep_b", &b).await.expect("put b");
+    store.put("ep_a", &a2).await.expect("replace a");
+    let list = store.list().await.expect("list");
+    assert_eq!(list.endpoints.keys().collect::<Vec<_>>(), ["ep_a", "ep_b"]);
+    assert_eq!(list.endpoints["ep_a"], a2);
+    assert_eq!(list.endpoints["ep_b"], b);
+    assert_eq!(store.get("ep_b").await.expect("get"), Some(b));
+
+    store.remove("ep_b").await.expect("remove b");
+    let list = store.list().await.expect("list");
+    assert_eq!(list.endpoints.keys().collect::<Vec<_>>(), ["ep_a"]);
+    assert!(list.unreadable.is_empty());
+    assert_eq!(store.get("ep_b").await.expect("get"), None);
+
+    // The removal is a tombstone keyed by the id: a null value.
+    let records = read(&settings, &topic, 4).await;
+    let tombstones: Vec<&OwnedMessage> = records.iter().filter(|m| m.payload().is_none()).collect();
+    assert_eq!(tombstones.len(), 1);
+    assert_eq!(tombstones[0].key(), Some(&b"ep_b"[..]));
+    let value = records
+        .iter()
+        .find(|m| m.payload().is_some())
+        .and_then(|m| m.payload())
+        .expect("a value");
+    let json: serde_json::Value = serde_json::from_slice(value).expect("JSON value");
+    assert!(json.get("url").is_some() && json.get("secrets").is_some());
+}
+
+#[tokio::test]
+async fn endpoints_refuse_invalid_configs_and_report_a_missing_topic() {
+    let settings = kafka_settings();
+    let topic = unique_name("endpoints-missing");
+    let store = EndpointStore::new(&settings, &topic)
+        .expect("store")
+        .with_timeout(Duration::from_secs(10));
+    let no_secret = EndpointConfig::new("https://a.example/", Vec::new());
+    let error = store.put("ep_a", &no_secret).await.expect_err("refused");
+    assert!(
+        matches!(error, EndpointStoreError::InvalidConfig { .. }),
+        "{error:?}"
+    );
+    let error = store.put("", &no_secret).await.expect_err("refused");
+    assert!(
+        matches!(error, EndpointStoreError::InvalidId { .. }),
+        "{error:?}"
+    );
+    let error = store.list().await.expect_err("no such topic");
+    assert!(
+        matches!(error, EndpointStoreError::TopicMissing { .. }),
+        "{error:?}"
+    );
 }

@@ -1,0 +1,10 @@
+//! The endpoint table: endpoint configs in a compacted topic, keyed by endpoint id, with
+//! a tombstone for a removed endpoint.
+
+mod error;
+mod store;
+mod table;
+
+pub use error::EndpointStoreError;
+pub use store::EndpointStore;
+pub use table::EndpointList;
