@@ -13,8 +13,7 @@ async fn main() -> ExitCode {
     match cli.run().await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            // One line: the error and its causes, outermost first.
-            eprintln!("error: {error:#}");
+            eprintln!("error: {}", commands::error_line(&error));
             ExitCode::FAILURE
         }
     }

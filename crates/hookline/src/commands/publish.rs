@@ -12,7 +12,7 @@ use hookline_core::event::DEFAULT_CONTENT_TYPE;
 use hookline_producer::{Delivered, Encoding, Publisher, PublisherConfig};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-use super::{Context, parse_key_value};
+use super::{Context, error_line, parse_key_value};
 
 /// Arguments of `hookline publish`.
 #[derive(Debug, clap::Args)]
@@ -238,7 +238,7 @@ async fn publish_lines(args: &PublishArgs, publisher: &Publisher) -> anyhow::Res
             }
             Err(error) => {
                 failed += 1;
-                eprintln!("line {number}: {error:#}");
+                eprintln!("line {number}: {}", error_line(&error));
                 if args.fail_fast {
                     bail!(
                         "stopped at line {number} (--fail-fast); {published} events published before it"
