@@ -17,7 +17,7 @@ use crate::{Error, Result};
 const CONTENT_TYPE: &str = "application/vnd.schemaregistry.v1+json";
 
 /// How to reach the registry.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, serde::Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct RegistrySettings {
     /// Base URL of the Confluent-compatible API, e.g.
@@ -47,7 +47,7 @@ impl Default for RegistrySettings {
 }
 
 /// A subject's compatibility level, as the Confluent API names them.
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Deserialize, serde::Serialize, PartialEq, Eq)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Compatibility {
     /// No check.

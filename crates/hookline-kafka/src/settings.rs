@@ -6,7 +6,7 @@ use rdkafka::ClientConfig;
 use serde::Deserialize;
 
 /// How to reach the Kafka cluster.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, serde::Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct KafkaSettings {
     /// Comma-separated `host:port` list of brokers.

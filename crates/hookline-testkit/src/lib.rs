@@ -1,7 +1,11 @@
 //! Helpers for end-to-end tests against the real local stack (see `deploy/local/stack`).
 
+mod receiver;
 mod stack;
+mod topics;
 mod wait;
 
+pub use receiver::{Received, Receiver, Reply, Script};
 pub use stack::{kafka_settings, registry_settings, unique_name};
+pub use topics::{TestTopics, read_all};
 pub use wait::wait_until;

@@ -1,5 +1,6 @@
 //! The subcommands, one file each, and the options they share.
 
+mod endpoints;
 mod publish;
 mod topics;
 
@@ -28,6 +29,8 @@ enum Command {
     Publish(publish::PublishArgs),
     /// Provision hookline's topics.
     Topics(topics::TopicsArgs),
+    /// Manage the endpoint table.
+    Endpoints(endpoints::EndpointsArgs),
 }
 
 impl Cli {
@@ -37,6 +40,7 @@ impl Cli {
         match self.command {
             Command::Publish(args) => publish::run(args, &context).await,
             Command::Topics(args) => topics::run(args, &context).await,
+            Command::Endpoints(args) => endpoints::run(args, &context).await,
         }
     }
 }
@@ -136,6 +140,23 @@ pub fn init_tracing(format: LogFormat) {
     }
 }
 
+/// An error and its causes on one line, outermost first; a cause whose text its parent
+/// already ends with is not repeated.
+pub fn error_line(error: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if line.ends_with(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
 /// Reads `KEY=VALUE`.
 pub fn parse_key_value(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
@@ -163,5 +184,19 @@ mod tests {
         assert_eq!(parse_key_value("a="), Ok(("a".into(), String::new())));
         assert!(parse_key_value("=b").is_err());
         assert!(parse_key_value("ab").is_err());
+    }
+
+    #[test]
+    fn error_lines_do_not_repeat_causes() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("inner problem")]
+        struct Inner;
+        #[derive(Debug, thiserror::Error)]
+        #[error("outer: {0}")]
+        struct Repeats(#[source] Inner);
+        let error = anyhow::Error::new(Repeats(Inner)).context("doing it");
+        assert_eq!(error_line(&error), "doing it: outer: inner problem");
+        let error = anyhow::Error::new(Inner).context("doing it");
+        assert_eq!(error_line(&error), "doing it: inner problem");
     }
 }

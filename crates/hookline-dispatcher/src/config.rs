@@ -1,0 +1,471 @@
+//! The dispatcher's configuration: the user-facing contract (serde, every field documented,
+//! units in names, unknown fields refused), loaded in layers (defaults, a TOML file,
+//! `HOOKLINE_*` environment variables) and converted once into validated [`Settings`].
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use hookline_core::classify::{ClassifyConfig, StatusConfig};
+use hookline_core::policy::{RetryConfig, RetryPolicy, RetryTiers, parse_suffix};
+use hookline_core::url_guard::AddressPolicy;
+use hookline_kafka::{Compatibility, KafkaSettings, RegistrySettings};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{DispatchError, Result};
+
+/// The dispatcher configuration file (TOML). Every field has a default.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DispatcherConfig {
+    /// How to reach Kafka (`bootstrap_servers`, extra librdkafka `properties`).
+    pub kafka: KafkaSettings,
+    /// How to reach the schema registry (`url` of the Confluent-compatible API).
+    pub registry: RegistrySettings,
+    /// Topic names and retry tiers.
+    pub topics: TopicsConfig,
+    /// Consumer group shared by all dispatcher replicas.
+    pub group_id: String,
+    /// This replica's name in DLQ envelopes and logs; default `<hostname>-<pid>`.
+    pub dispatcher_id: Option<String>,
+    /// The default retry policy (endpoints may override it).
+    pub retry: RetryConfig,
+    /// Which HTTP statuses are retried.
+    pub status: StatusConfig,
+    /// Outbound HTTP.
+    pub http: HttpConfig,
+    /// Concurrency limits.
+    pub concurrency: ConcurrencyConfig,
+    /// The per-endpoint circuit breaker.
+    pub breaker: BreakerConfig,
+    /// Which outbound addresses are allowed besides public ones.
+    pub outbound: OutboundConfig,
+    /// The admin port: `/healthz`, `/readyz`, `/metrics`.
+    pub admin: AdminConfig,
+    /// A static endpoints file (TOML or JSON) instead of, or besides, the endpoints topic.
+    pub endpoints_file: Option<PathBuf>,
+    /// How long shutdown (and a rebalance) waits for running deliveries, in milliseconds.
+    pub shutdown_grace_ms: u64,
+    /// Compatibility level set on the DLQ's registry subject.
+    pub dlq_compatibility: Compatibility,
+}
+
+/// Topic names and retry tiers.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TopicsConfig {
+    /// The main topic applications publish to.
+    pub events: String,
+    /// The dead-letter topic; default `<events>.dlq`.
+    pub dlq: Option<String>,
+    /// The compacted endpoints topic; empty to use only `endpoints_file`.
+    pub endpoints: String,
+    /// Retry tier delays as topic suffixes (`200ms`, `5s`, `1m`, `10m`, `1h`); each tier is
+    /// the topic `<events>.retry.<suffix>`.
+    pub retry_tiers: Vec<String>,
+}
+
+/// Outbound HTTP.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    /// Timeout of one attempt, in milliseconds (endpoints may override it).
+    pub timeout_ms: u64,
+    /// Largest payload delivered, in bytes; a larger event goes to the DLQ.
+    pub max_payload_bytes: usize,
+    /// Most response bytes read; the rest is dropped.
+    pub max_response_bytes: usize,
+    /// The User-Agent header.
+    pub user_agent: String,
+}
+
+/// Concurrency limits.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConcurrencyConfig {
+    /// HTTP attempts running at once over all endpoints.
+    pub max_in_flight: usize,
+    /// Records taken from Kafka and not finished yet (backpressure on consumption).
+    pub max_pending: usize,
+    /// Attempts running at once per endpoint (endpoints may override it).
+    pub per_endpoint: u32,
+    /// Records waiting for one endpoint before more of them are deferred to a retry tier,
+    /// so that a slow endpoint never holds up the others.
+    pub per_endpoint_queue: usize,
+}
+
+/// The per-endpoint circuit breaker.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BreakerConfig {
+    /// Consecutive retryable failures that open it; 0 disables it.
+    pub failure_threshold: u32,
+    /// How long it stays open before a probe, in milliseconds.
+    pub open_ms: u64,
+}
+
+/// Outbound address policy (SSRF guard). Public addresses are always allowed.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OutboundConfig {
+    /// Allow 127.0.0.0/8 and ::1 (tests, sidecars).
+    pub allow_loopback: bool,
+    /// Allow RFC 1918, CGNAT and unique-local addresses.
+    pub allow_private: bool,
+    /// Allow link-local addresses (cloud metadata lives there: leave this off).
+    pub allow_link_local: bool,
+}
+
+/// The admin port.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdminConfig {
+    /// `host:port` to serve on; empty to disable.
+    pub listen: String,
+}
+
+impl Default for DispatcherConfig {
+    fn default() -> Self {
+        DispatcherConfig {
+            kafka: KafkaSettings::default(),
+            registry: RegistrySettings::default(),
+            topics: TopicsConfig::default(),
+            group_id: "hookline-dispatcher".to_owned(),
+            dispatcher_id: None,
+            retry: RetryConfig::default(),
+            status: StatusConfig::default(),
+            http: HttpConfig::default(),
+            concurrency: ConcurrencyConfig::default(),
+            breaker: BreakerConfig::default(),
+            outbound: OutboundConfig::default(),
+            admin: AdminConfig::default(),
+            endpoints_file: None,
+            shutdown_grace_ms: 15_000,
+            dlq_compatibility: Compatibility::Backward,
+        }
+    }
+}
+
+impl Default for TopicsConfig {
+    fn default() -> Self {
+        TopicsConfig {
+            events: "webhook-events".to_owned(),
+            dlq: None,
+            endpoints: "webhook-endpoints".to_owned(),
+            retry_tiers: ["5s", "1m", "10m", "1h"].map(str::to_owned).to_vec(),
+        }
+    }
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            timeout_ms: 10_000,
+            max_payload_bytes: 1024 * 1024,
+            max_response_bytes: 64 * 1024,
+            user_agent: format!("hookline/{}", env!("CARGO_PKG_VERSION")),
+        }
+    }
+}
+
+impl Default for ConcurrencyConfig {
+    fn default() -> Self {
+        ConcurrencyConfig {
+            max_in_flight: 256,
+            max_pending: 2048,
+            per_endpoint: 16,
+            per_endpoint_queue: 256,
+        }
+    }
+}
+
+impl Default for BreakerConfig {
+    fn default() -> Self {
+        BreakerConfig {
+            failure_threshold: 10,
+            open_ms: 30_000,
+        }
+    }
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        AdminConfig {
+            listen: "127.0.0.1:9464".to_owned(),
+        }
+    }
+}
+
+/// Environment variables the `hookline` command line reads itself; not config keys.
+const CLI_VARIABLES: [&str; 5] = [
+    "BOOTSTRAP_SERVERS",
+    "REGISTRY_URL",
+    "EVENTS_TOPIC",
+    "LOG_FORMAT",
+    "CONFIG",
+];
+
+impl DispatcherConfig {
+    /// Loads the defaults, then `file` (TOML) when given, then `HOOKLINE_*` variables
+    /// (`HOOKLINE_KAFKA__BOOTSTRAP_SERVERS`, `HOOKLINE_RETRY__BASE_MS`: `__` separates
+    /// levels). Unknown keys and wrong types are refused with the key's path.
+    pub fn load(file: Option<&Path>) -> Result<Self> {
+        let mut figment = Figment::from(Serialized::defaults(DispatcherConfig::default()));
+        if let Some(file) = file {
+            if !file.exists() {
+                return Err(DispatchError::config(
+                    "config file",
+                    format!("{} does not exist", file.display()),
+                ));
+            }
+            figment = figment.merge(Toml::file(file));
+        }
+        figment = figment.merge(
+            Env::prefixed("HOOKLINE_")
+                .split("__")
+                .ignore(&CLI_VARIABLES),
+        );
+        figment
+            .extract()
+            .map_err(|error| DispatchError::ConfigSource(Box::new(error)))
+    }
+
+    /// Validates every field and converts durations and policies, naming the field at fault.
+    pub fn into_settings(self) -> Result<Settings> {
+        let retry = self
+            .retry
+            .to_policy_at("retry")
+            .map_err(|error| DispatchError::config("retry", error.to_string()))?;
+        let classify = self
+            .status
+            .to_classify_config("status")
+            .map_err(|error| DispatchError::config(&error.field, error.to_string()))?;
+        if self.topics.retry_tiers.is_empty() {
+            return Err(DispatchError::config(
+                "topics.retry_tiers",
+                "at least one tier is needed",
+            ));
+        }
+        let delays = self
+            .topics
+            .retry_tiers
+            .iter()
+            .map(|suffix| parse_suffix(suffix))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|error| DispatchError::config("topics.retry_tiers", error.to_string()))?;
+        let tiers = RetryTiers::new(delays)
+            .map_err(|error| DispatchError::config("topics.retry_tiers", error.to_string()))?;
+        non_empty("topics.events", &self.topics.events)?;
+        non_empty("group_id", &self.group_id)?;
+        non_empty("kafka.bootstrap_servers", &self.kafka.bootstrap_servers)?;
+        if !(self.registry.url.starts_with("http://") || self.registry.url.starts_with("https://"))
+        {
+            return Err(DispatchError::config(
+                "registry.url",
+                "must be an http(s) URL",
+            ));
+        }
+        positive("http.timeout_ms", self.http.timeout_ms)?;
+        positive(
+            "concurrency.max_in_flight",
+            self.concurrency.max_in_flight as u64,
+        )?;
+        positive(
+            "concurrency.max_pending",
+            self.concurrency.max_pending as u64,
+        )?;
+        positive(
+            "concurrency.per_endpoint",
+            u64::from(self.concurrency.per_endpoint),
+        )?;
+        positive("http.max_payload_bytes", self.http.max_payload_bytes as u64)?;
+        let admin_listen = if self.admin.listen.is_empty() {
+            None
+        } else {
+            Some(self.admin.listen.parse::<SocketAddr>().map_err(|error| {
+                DispatchError::config("admin.listen", format!("{:?}: {error}", self.admin.listen))
+            })?)
+        };
+        let dlq_topic = self
+            .topics
+            .dlq
+            .clone()
+            .unwrap_or_else(|| format!("{}.dlq", self.topics.events));
+        let address_policy = AddressPolicy {
+            allow_loopback: self.outbound.allow_loopback,
+            allow_private: self.outbound.allow_private,
+            allow_link_local: self.outbound.allow_link_local,
+            ..AddressPolicy::default()
+        };
+        let dispatcher_id = self
+            .dispatcher_id
+            .clone()
+            .unwrap_or_else(default_dispatcher_id);
+        Ok(Settings {
+            endpoints_topic: (!self.topics.endpoints.is_empty())
+                .then(|| self.topics.endpoints.clone()),
+            events_topic: self.topics.events,
+            dlq_topic,
+            endpoints_file: self.endpoints_file,
+            kafka: self.kafka,
+            registry: self.registry,
+            group_id: self.group_id,
+            dispatcher_id,
+            tiers,
+            retry,
+            classify,
+            address_policy,
+            timeout: Duration::from_millis(self.http.timeout_ms),
+            max_payload_bytes: self.http.max_payload_bytes,
+            max_response_bytes: self.http.max_response_bytes,
+            user_agent: self.http.user_agent,
+            max_in_flight: self.concurrency.max_in_flight,
+            max_pending: self.concurrency.max_pending,
+            per_endpoint_concurrency: self.concurrency.per_endpoint,
+            per_endpoint_queue: self.concurrency.per_endpoint_queue,
+            breaker_failures: self.breaker.failure_threshold,
+            breaker_open_for: Duration::from_millis(self.breaker.open_ms),
+            admin_listen,
+            shutdown_grace: Duration::from_millis(self.shutdown_grace_ms),
+            dlq_compatibility: self.dlq_compatibility,
+        })
+    }
+}
+
+fn non_empty(field: &str, value: &str) -> Result<()> {
+    if value.trim().is_empty() {
+        Err(DispatchError::config(field, "must not be empty"))
+    } else {
+        Ok(())
+    }
+}
+
+fn positive(field: &str, value: u64) -> Result<()> {
+    if value == 0 {
+        Err(DispatchError::config(field, "must be at least 1"))
+    } else {
+        Ok(())
+    }
+}
+
+fn default_dispatcher_id() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|h| h.trim().to_owned())
+        })
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "dispatcher".to_owned());
+    format!("{host}-{}", std::process::id())
+}
+
+/// Validated runtime settings of a dispatcher.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Kafka connection.
+    pub kafka: KafkaSettings,
+    /// Registry connection.
+    pub registry: RegistrySettings,
+    /// Consumer group.
+    pub group_id: String,
+    /// This replica's name.
+    pub dispatcher_id: String,
+    /// The main topic.
+    pub events_topic: String,
+    /// The DLQ topic.
+    pub dlq_topic: String,
+    /// The endpoints topic, if used.
+    pub endpoints_topic: Option<String>,
+    /// The endpoints file, if used.
+    pub endpoints_file: Option<PathBuf>,
+    /// The retry tiers.
+    pub tiers: RetryTiers,
+    /// The default retry policy.
+    pub retry: RetryPolicy,
+    /// Status classification.
+    pub classify: ClassifyConfig,
+    /// Outbound address policy.
+    pub address_policy: AddressPolicy,
+    /// Default attempt timeout.
+    pub timeout: Duration,
+    /// Largest payload delivered.
+    pub max_payload_bytes: usize,
+    /// Most response bytes read.
+    pub max_response_bytes: usize,
+    /// The User-Agent.
+    pub user_agent: String,
+    /// Global attempt concurrency.
+    pub max_in_flight: usize,
+    /// Unfinished records at most.
+    pub max_pending: usize,
+    /// Default per-endpoint concurrency.
+    pub per_endpoint_concurrency: u32,
+    /// Per-endpoint waiting records before deferral.
+    pub per_endpoint_queue: usize,
+    /// Breaker threshold.
+    pub breaker_failures: u32,
+    /// Breaker open time.
+    pub breaker_open_for: Duration,
+    /// Admin address.
+    pub admin_listen: Option<SocketAddr>,
+    /// Shutdown and rebalance drain deadline.
+    pub shutdown_grace: Duration,
+    /// DLQ subject compatibility.
+    pub dlq_compatibility: Compatibility,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_convert() {
+        let settings = DispatcherConfig::default()
+            .into_settings()
+            .expect("defaults are valid");
+        assert_eq!(settings.dlq_topic, "webhook-events.dlq");
+        assert_eq!(settings.tiers.tiers().len(), 4);
+        assert_eq!(
+            settings.endpoints_topic.as_deref(),
+            Some("webhook-endpoints")
+        );
+    }
+
+    #[test]
+    fn bad_values_name_their_field() {
+        let mut config = DispatcherConfig::default();
+        config.topics.retry_tiers = vec!["5 seconds".to_owned()];
+        let error = config.into_settings().expect_err("bad tier").to_string();
+        assert!(error.contains("topics.retry_tiers"), "{error}");
+
+        let mut config = DispatcherConfig::default();
+        config.retry.base_ms = 0;
+        let error = config.into_settings().expect_err("bad base").to_string();
+        assert!(error.contains("retry.base_ms"), "{error}");
+
+        let mut config = DispatcherConfig::default();
+        config.admin.listen = "nowhere".to_owned();
+        let error = config.into_settings().expect_err("bad listen").to_string();
+        assert!(error.contains("admin.listen"), "{error}");
+    }
+
+    #[test]
+    fn a_file_with_an_unknown_key_is_refused_with_its_name() {
+        let dir = std::env::temp_dir().join(format!("hookline-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let path = dir.join("bad.toml");
+        std::fs::write(&path, "[retry]\nbase_ms = 100\nmax_attemps = 3\n").expect("write");
+        let error = DispatcherConfig::load(Some(&path))
+            .expect_err("typo refused")
+            .to_string();
+        assert!(error.contains("max_attemps"), "{error}");
+        std::fs::write(&path, "[retry]\nbase_ms = 100\nmax_attempts = 3\n").expect("write");
+        let config = DispatcherConfig::load(Some(&path)).expect("valid file");
+        assert_eq!(config.retry.max_attempts, 3);
+        assert_eq!(config.retry.base_ms, 100);
+    }
+}

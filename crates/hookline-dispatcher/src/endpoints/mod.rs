@@ -1,0 +1,7 @@
+//! The endpoint table: what each endpoint id means, kept current from Kafka or a file.
+
+mod loader;
+mod table;
+
+pub use loader::{follow_topic, load_file};
+pub use table::{Endpoint, EndpointDefaults, EndpointTable};

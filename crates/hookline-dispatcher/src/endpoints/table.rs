@@ -1,0 +1,205 @@
+//! The endpoint table: endpoint id -> its configuration and runtime state (concurrency
+//! permits, circuit breaker), kept current from the compacted endpoints topic or a file.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use hookline_core::endpoint::EndpointConfig;
+use hookline_core::policy::RetryPolicy;
+use hookline_core::signing::SigningSecret;
+use tokio::sync::Semaphore;
+
+use crate::breaker::CircuitBreaker;
+
+/// Defaults applied to endpoints whose configuration leaves a field out.
+#[derive(Clone, Debug)]
+pub struct EndpointDefaults {
+    /// Concurrent attempts per endpoint.
+    pub max_concurrency: u32,
+    /// Timeout of one attempt.
+    pub timeout: Duration,
+    /// The retry policy before the endpoint's override.
+    pub retry: RetryPolicy,
+    /// Consecutive failures that open the breaker (0 disables it).
+    pub breaker_failures: u32,
+    /// How long an open breaker stays open.
+    pub breaker_open_for: Duration,
+}
+
+/// An endpoint ready for deliveries.
+#[derive(Debug)]
+pub struct Endpoint {
+    /// Its id (the record key of the endpoints topic).
+    pub id: String,
+    /// Its configuration as stored.
+    pub config: EndpointConfig,
+    /// Its signing secrets, parsed.
+    pub secrets: Vec<SigningSecret>,
+    /// Extra request headers.
+    pub headers: Vec<(String, String)>,
+    /// Its retry policy, with the endpoint's override applied.
+    pub retry: RetryPolicy,
+    /// Timeout of one attempt.
+    pub timeout: Duration,
+    /// Permits for concurrent attempts.
+    pub permits: Arc<Semaphore>,
+    /// Its circuit breaker.
+    pub breaker: Arc<Mutex<CircuitBreaker>>,
+    /// Records waiting for or holding one of its permits.
+    queued: Arc<AtomicUsize>,
+}
+
+impl Endpoint {
+    /// How many records wait for or run an attempt on this endpoint.
+    pub fn queued(&self) -> usize {
+        self.queued.load(Ordering::Relaxed)
+    }
+
+    /// Counts a record as queued until the returned guard drops.
+    pub fn enqueue(&self) -> QueuedGuard {
+        self.queued.fetch_add(1, Ordering::Relaxed);
+        QueuedGuard(Arc::clone(&self.queued))
+    }
+}
+
+/// Keeps a record counted in its endpoint's queue.
+#[derive(Debug)]
+pub struct QueuedGuard(Arc<AtomicUsize>);
+
+impl Drop for QueuedGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Why an endpoint configuration was not taken.
+#[derive(Debug, thiserror::Error)]
+#[error("endpoint {id}: {reason}")]
+pub struct EndpointRejected {
+    /// The endpoint id.
+    pub id: String,
+    /// What is wrong.
+    pub reason: String,
+}
+
+/// The table every delivery looks its endpoint up in.
+#[derive(Debug)]
+pub struct EndpointTable {
+    defaults: EndpointDefaults,
+    endpoints: RwLock<HashMap<String, Arc<Endpoint>>>,
+}
+
+impl EndpointTable {
+    /// An empty table.
+    pub fn new(defaults: EndpointDefaults) -> Self {
+        EndpointTable {
+            defaults,
+            endpoints: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// The endpoint with this id, if known.
+    pub fn get(&self, id: &str) -> Option<Arc<Endpoint>> {
+        let endpoints = self
+            .endpoints
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        endpoints.get(id).cloned()
+    }
+
+    /// How many endpoints are known.
+    pub fn len(&self) -> usize {
+        self.endpoints
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .len()
+    }
+
+    /// Adds or replaces an endpoint. Runtime state survives a change that keeps its limits.
+    pub fn upsert(&self, id: &str, config: EndpointConfig) -> Result<(), EndpointRejected> {
+        let rejected = |reason: String| EndpointRejected {
+            id: id.to_owned(),
+            reason,
+        };
+        config
+            .validate()
+            .map_err(|error| rejected(error.to_string()))?;
+        let secrets = config
+            .secrets
+            .iter()
+            .map(|secret| secret.parse::<SigningSecret>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|error| rejected(error.to_string()))?;
+        let retry = match &config.retry {
+            Some(over) => self.defaults.retry.with_override(over),
+            None => self.defaults.retry,
+        };
+        let max_concurrency = config
+            .max_concurrency
+            .unwrap_or(self.defaults.max_concurrency)
+            .max(1);
+        let timeout = config
+            .timeout_ms
+            .map_or(self.defaults.timeout, Duration::from_millis);
+        let headers = config
+            .headers
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+
+        let mut endpoints = self
+            .endpoints
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let (permits, breaker, queued) = match endpoints.get(id) {
+            Some(old) if old.config.max_concurrency == config.max_concurrency => (
+                Arc::clone(&old.permits),
+                Arc::clone(&old.breaker),
+                Arc::clone(&old.queued),
+            ),
+            Some(old) => (
+                semaphore(max_concurrency),
+                Arc::clone(&old.breaker),
+                Arc::clone(&old.queued),
+            ),
+            None => (
+                semaphore(max_concurrency),
+                Arc::new(Mutex::new(CircuitBreaker::new(
+                    self.defaults.breaker_failures,
+                    self.defaults.breaker_open_for,
+                ))),
+                Arc::new(AtomicUsize::new(0)),
+            ),
+        };
+        let endpoint = Endpoint {
+            id: id.to_owned(),
+            config,
+            secrets,
+            headers,
+            retry,
+            timeout,
+            permits,
+            breaker,
+            queued,
+        };
+        endpoints.insert(id.to_owned(), Arc::new(endpoint));
+        Ok(())
+    }
+
+    /// Removes an endpoint (a tombstone in the topic).
+    pub fn remove(&self, id: &str) {
+        let mut endpoints = self
+            .endpoints
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        endpoints.remove(id);
+    }
+}
+
+fn semaphore(permits: u32) -> Arc<Semaphore> {
+    Arc::new(Semaphore::new(
+        usize::try_from(permits).unwrap_or(usize::MAX),
+    ))
+}

@@ -1,0 +1,176 @@
+//! Delivery telemetry as named events: each one emits its log line and its metric together,
+//! with low-cardinality labels (reason codes, tier names; never URLs or messages).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabel {
+    status: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabel {
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TierLabel {
+    tier: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabel {
+    state: &'static str,
+}
+
+/// The dispatcher's metrics, registered in one Prometheus registry.
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Arc<Registry>,
+    deliveries: Family<StatusLabel, Counter>,
+    attempts: Family<OutcomeLabel, Counter>,
+    retries: Family<TierLabel, Counter>,
+    dlq: Family<ReasonLabel, Counter>,
+    transitions: Family<StateLabel, Counter>,
+    latency: Histogram,
+    in_flight: Gauge,
+    lag: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Creates and registers every metric.
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let deliveries = Family::<StatusLabel, Counter>::default();
+        let attempts = Family::<OutcomeLabel, Counter>::default();
+        let retries = Family::<TierLabel, Counter>::default();
+        let dlq = Family::<ReasonLabel, Counter>::default();
+        let transitions = Family::<StateLabel, Counter>::default();
+        let latency = Histogram::new(exponential_buckets(0.005, 2.0, 14));
+        let in_flight = Gauge::default();
+        let lag = Gauge::default();
+        registry.register(
+            "webhook_delivery",
+            "Deliveries by final status (succeeded, retry_scheduled, dlq)",
+            deliveries.clone(),
+        );
+        registry.register(
+            "webhook_attempts",
+            "HTTP attempts by outcome code",
+            attempts.clone(),
+        );
+        registry.register(
+            "webhook_retries",
+            "Records scheduled into a retry tier",
+            retries.clone(),
+        );
+        registry.register(
+            "webhook_dlq",
+            "Records parked in the DLQ by reason",
+            dlq.clone(),
+        );
+        registry.register(
+            "webhook_state_transitions",
+            "Delivery state machine transitions by target state",
+            transitions.clone(),
+        );
+        registry.register(
+            "webhook_delivery_latency_seconds",
+            "Duration of one HTTP attempt",
+            latency.clone(),
+        );
+        registry.register(
+            "webhook_in_flight",
+            "Deliveries running now",
+            in_flight.clone(),
+        );
+        registry.register(
+            "webhook_consumer_lag",
+            "Records behind the high watermarks of the assigned partitions",
+            lag.clone(),
+        );
+        Metrics {
+            registry: Arc::new(registry),
+            deliveries,
+            attempts,
+            retries,
+            dlq,
+            transitions,
+            latency,
+            in_flight,
+            lag,
+        }
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+
+    pub(crate) fn transition(&self, state: &'static str) {
+        self.transitions.get_or_create(&StateLabel { state }).inc();
+    }
+
+    pub(crate) fn attempt(&self, outcome: &'static str, took: Duration) {
+        self.attempts.get_or_create(&OutcomeLabel { outcome }).inc();
+        self.latency.observe(took.as_secs_f64());
+    }
+
+    pub(crate) fn delivered(&self) {
+        self.deliveries
+            .get_or_create(&StatusLabel {
+                status: "succeeded",
+            })
+            .inc();
+    }
+
+    pub(crate) fn retry_scheduled(&self, tier: &str) {
+        self.deliveries
+            .get_or_create(&StatusLabel {
+                status: "retry_scheduled",
+            })
+            .inc();
+        self.retries
+            .get_or_create(&TierLabel {
+                tier: tier.to_owned(),
+            })
+            .inc();
+    }
+
+    pub(crate) fn parked(&self, reason: &'static str) {
+        self.deliveries
+            .get_or_create(&StatusLabel { status: "dlq" })
+            .inc();
+        self.dlq.get_or_create(&ReasonLabel { reason }).inc();
+    }
+
+    pub(crate) fn set_in_flight(&self, value: usize) {
+        self.in_flight.set(i64::try_from(value).unwrap_or(i64::MAX));
+    }
+
+    pub(crate) fn set_lag(&self, value: i64) {
+        self.lag.set(value);
+    }
+}

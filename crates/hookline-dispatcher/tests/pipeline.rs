@@ -1,0 +1,502 @@
+//! End-to-end tests of the delivery pipeline against the real local stack (broker and
+//! registry from `deploy/local/stack up`) and a real HTTP receiver on 127.0.0.1:0.
+//! Every test has its own topics and consumer group; retry tiers are hundreds of ms.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine;
+use hmac::{Hmac, Mac};
+use hookline_core::WebhookEvent;
+use hookline_core::envelope::{DlqEnvelope, ErrorReason};
+use hookline_core::schema::WEBHOOK_EVENT_V1;
+use hookline_dispatcher::{DispatcherConfig, Running, start};
+use hookline_kafka::{KafkaSettings, Registry};
+use hookline_testkit::{
+    Receiver, Reply, TestTopics, kafka_settings, read_all, registry_settings, unique_name,
+    wait_until,
+};
+use rdkafka::message::{Header, Message, OwnedHeaders, OwnedMessage};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use sha2::Sha256;
+use tokio_util::sync::CancellationToken;
+
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+const DEADLINE: Duration = Duration::from_secs(60);
+
+struct Harness {
+    topics: TestTopics,
+    kafka: KafkaSettings,
+    registry: Arc<Registry>,
+    receiver: Receiver,
+    producer: FutureProducer,
+    shutdown: CancellationToken,
+    running: Option<Running>,
+}
+
+impl Harness {
+    async fn new(test: &str) -> Harness {
+        let kafka = kafka_settings();
+        let topics = TestTopics::new(test, &["200ms", "500ms", "1s"]);
+        topics.create(&kafka, 2).await;
+        Harness {
+            registry: Arc::new(Registry::new(&registry_settings()).expect("registry")),
+            receiver: Receiver::start().await,
+            producer: kafka.producer_config().create().expect("producer"),
+            shutdown: CancellationToken::new(),
+            running: None,
+            topics,
+            kafka,
+        }
+    }
+
+    /// A configuration for this test: short tiers, fixed 300 ms backoff, 3 attempts.
+    fn config(&self) -> DispatcherConfig {
+        let mut config = DispatcherConfig {
+            kafka: self.kafka.clone(),
+            registry: registry_settings(),
+            group_id: unique_name("dispatchers"),
+            ..DispatcherConfig::default()
+        };
+        config.topics.events = self.topics.events.clone();
+        config.topics.endpoints = self.topics.endpoints.clone();
+        config.topics.retry_tiers = self.topics.tiers.clone();
+        config.retry.strategy = hookline_core::policy::StrategyKind::Fixed;
+        config.retry.base_ms = 300;
+        config.retry.cap_ms = 300;
+        config.retry.max_attempts = 3;
+        config.outbound.allow_loopback = true;
+        config.admin.listen = "127.0.0.1:0".to_owned();
+        config.shutdown_grace_ms = 5_000;
+        config.http.timeout_ms = 2_000;
+        config
+    }
+
+    async fn start(&mut self, config: DispatcherConfig) {
+        let settings = config.into_settings().expect("valid test config");
+        self.running = Some(
+            start(settings, self.shutdown.clone())
+                .await
+                .expect("dispatcher starts"),
+        );
+    }
+
+    async fn stop(&mut self) {
+        self.shutdown.cancel();
+        if let Some(running) = self.running.take() {
+            running.wait().await.expect("clean stop");
+        }
+    }
+
+    fn metrics(&self) -> String {
+        self.running
+            .as_ref()
+            .map(|r| r.metrics().encode())
+            .unwrap_or_default()
+    }
+
+    /// Writes an endpoint to the endpoints topic; it signs with [`SECRET`] unless told otherwise.
+    async fn put_endpoint(&self, id: &str, mut config: serde_json::Value) {
+        if config.get("secrets").is_none() {
+            config["secrets"] = serde_json::json!([SECRET]);
+        }
+        let value = config.to_string();
+        self.producer
+            .send(
+                FutureRecord::to(&self.topics.endpoints)
+                    .key(id)
+                    .payload(&value),
+                DEADLINE,
+            )
+            .await
+            .expect("endpoint written");
+    }
+
+    /// Publishes raw bytes to the main topic, keyed by `key`.
+    async fn publish_bytes(&self, key: &str, value: &[u8], event_id: Option<&str>) -> (i32, i64) {
+        let mut record = FutureRecord::to(&self.topics.events)
+            .key(key)
+            .payload(value);
+        if let Some(id) = event_id {
+            record = record.headers(OwnedHeaders::new().insert(Header {
+                key: "webhook-id",
+                value: Some(id),
+            }));
+        }
+        let delivery = self
+            .producer
+            .send(record, DEADLINE)
+            .await
+            .expect("event written");
+        (delivery.partition, delivery.offset)
+    }
+
+    async fn publish_json(&self, event: &WebhookEvent) -> (i32, i64) {
+        self.publish_bytes(&event.endpoint_id, &event.to_json(), Some(&event.event_id))
+            .await
+    }
+
+    async fn publish_avro(&self, event: &WebhookEvent) -> (i32, i64) {
+        let bytes = self
+            .registry
+            .encode_value(&self.topics.events, WEBHOOK_EVENT_V1, event.to_avro_value())
+            .await
+            .expect("encode through the registry");
+        self.publish_bytes(&event.endpoint_id, &bytes, Some(&event.event_id))
+            .await
+    }
+
+    /// Waits for `count` DLQ records and decodes them through the registry.
+    async fn dlq(&self, count: usize) -> Vec<(DlqEnvelope, OwnedMessage)> {
+        let fresh = Registry::new(&registry_settings()).expect("registry");
+        let mut out = Vec::new();
+        for message in read_all(&self.kafka, &self.topics.dlq, count, DEADLINE).await {
+            let bytes = message.payload().expect("a DLQ value");
+            assert_eq!(bytes[0], 0, "Confluent framing");
+            let value = fresh
+                .decode(bytes)
+                .await
+                .expect("decodes through the registry");
+            out.push((
+                DlqEnvelope::from_avro_value(value).expect("a DLQ envelope"),
+                message,
+            ));
+        }
+        out
+    }
+}
+
+fn event(endpoint: &str, n: usize) -> WebhookEvent {
+    WebhookEvent {
+        event_id: format!("evt-{}-{n}", unique_name("id")),
+        event_type: "invoice.paid".to_owned(),
+        endpoint_id: endpoint.to_owned(),
+        endpoint_url: None,
+        payload: format!(r#"{{"invoice":{n},"amount":"12.50"}}"#).into_bytes(),
+        content_type: "application/json".to_owned(),
+        headers: BTreeMap::from([("x-tenant".to_owned(), "acme".to_owned())]),
+        created_at_ms: 1_700_000_000_000,
+    }
+}
+
+/// The Standard Webhooks signature, computed here independently of the dispatcher.
+fn expected_signature(id: &str, timestamp: &str, body: &[u8]) -> String {
+    let key = base64::engine::general_purpose::STANDARD
+        .decode(SECRET.trim_start_matches("whsec_"))
+        .expect("secret");
+    let mut mac = Hmac::<Sha256>::new_from_slice(&key).expect("key");
+    mac.update(format!("{id}.{timestamp}.").as_bytes());
+    mac.update(body);
+    format!(
+        "v1,{}",
+        base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes())
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_healthy_endpoint_gets_every_event_once_signed_and_unchanged() {
+    let mut h = Harness::new("healthy").await;
+    let url = h.receiver.script("ok", |_| Reply::Status(204));
+    h.put_endpoint(
+        "ep-ok",
+        serde_json::json!({ "url": url, "secrets": [SECRET] }),
+    )
+    .await;
+    h.start(h.config()).await;
+
+    let mut sent = Vec::new();
+    for n in 0..20 {
+        let event = event("ep-ok", n);
+        // Half Avro through the registry, half JSON: the dispatcher takes both.
+        if n % 2 == 0 {
+            h.publish_avro(&event).await;
+        } else {
+            h.publish_json(&event).await;
+        }
+        sent.push(event);
+    }
+    wait_until(DEADLINE, "20 deliveries", || async {
+        (h.receiver.count("ok") >= 20).then_some(())
+    })
+    .await;
+
+    let received = h.receiver.received("ok");
+    for event in &sent {
+        let copies: Vec<_> = received
+            .iter()
+            .filter(|r| r.header("webhook-id") == Some(&event.event_id))
+            .collect();
+        assert_eq!(copies.len(), 1, "{} delivered exactly once", event.event_id);
+        let request = copies[0];
+        assert_eq!(
+            request.body.as_ref(),
+            event.payload.as_slice(),
+            "body as published"
+        );
+        assert_eq!(request.header("content-type"), Some("application/json"));
+        assert_eq!(
+            request.header("x-tenant"),
+            Some("acme"),
+            "the event's own header"
+        );
+        let timestamp = request.header("webhook-timestamp").expect("timestamp");
+        assert_eq!(
+            request.header("webhook-signature"),
+            Some(expected_signature(&event.event_id, timestamp, &event.payload).as_str()),
+            "a valid Standard Webhooks signature"
+        );
+    }
+    // Nothing more arrives, and nothing went to the DLQ or a retry tier.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(h.receiver.count("ok"), 20);
+    assert!(
+        h.metrics()
+            .contains(r#"webhook_delivery_total{status="succeeded"} 20"#),
+        "{}",
+        h.metrics()
+    );
+    assert!(
+        !h.metrics().contains("webhook_dlq_total{"),
+        "{}",
+        h.metrics()
+    );
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_endpoint_failing_twice_gets_the_event_on_the_third_attempt_after_its_due_times() {
+    let mut h = Harness::new("flaky").await;
+    let url = h.receiver.script("flaky", |n| {
+        if n < 2 {
+            Reply::Status(503)
+        } else {
+            Reply::Status(200)
+        }
+    });
+    h.put_endpoint("ep-flaky", serde_json::json!({ "url": url }))
+        .await;
+    h.start(h.config()).await;
+
+    let event = event("ep-flaky", 1);
+    h.publish_json(&event).await;
+    wait_until(DEADLINE, "the third attempt", || async {
+        (h.receiver.count("flaky") >= 3).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+
+    let attempts = h.receiver.received("flaky");
+    assert_eq!(
+        attempts.len(),
+        3,
+        "two failures, then one success, then nothing"
+    );
+    for attempt in &attempts {
+        assert_eq!(
+            attempt.header("webhook-id"),
+            Some(event.event_id.as_str()),
+            "same id every time"
+        );
+    }
+    for pair in attempts.windows(2) {
+        let gap = pair[1].at - pair[0].at;
+        assert!(
+            gap >= Duration::from_millis(300),
+            "an attempt came {gap:?} after the previous one, before its due time"
+        );
+    }
+    assert_eq!(attempts[1].header("webhook-attempt"), Some("2"));
+    assert_eq!(attempts[2].header("webhook-attempt"), Some("3"));
+    // A 300 ms delay goes to the smallest tier not shorter than it: 500ms, twice.
+    let metrics = h.metrics();
+    assert!(
+        metrics.contains(r#"webhook_retries_total{tier="500ms"} 2"#),
+        "{metrics}"
+    );
+    let tier = read_all(&h.kafka, &h.topics.tier_topic("500ms"), 2, DEADLINE).await;
+    assert_eq!(tier.len(), 2);
+    assert_eq!(
+        tier[0].payload(),
+        Some(event.to_json().as_slice()),
+        "the retry keeps the original bytes"
+    );
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_always_failing_endpoint_ends_in_the_dlq_after_the_configured_attempts() {
+    let mut h = Harness::new("down").await;
+    let url = h.receiver.script("down", |_| Reply::Status(500));
+    h.put_endpoint("ep-down", serde_json::json!({ "url": url }))
+        .await;
+    h.start(h.config()).await;
+
+    let event = event("ep-down", 7);
+    let original = h
+        .registry
+        .encode_value(&h.topics.events, WEBHOOK_EVENT_V1, event.to_avro_value())
+        .await
+        .expect("encode");
+    let (partition, offset) = h
+        .publish_bytes("ep-down", &original, Some(&event.event_id))
+        .await;
+
+    let dlq = h.dlq(1).await;
+    assert_eq!(dlq.len(), 1);
+    let (envelope, message) = &dlq[0];
+    assert_eq!(envelope.error_reason, ErrorReason::RetriesExhausted);
+    assert_eq!(envelope.attempts, 3);
+    assert_eq!(envelope.last_status_code, Some(500));
+    assert_eq!(envelope.event_id, event.event_id);
+    assert_eq!(envelope.endpoint_id.as_deref(), Some("ep-down"));
+    assert_eq!(envelope.original_topic, h.topics.events);
+    assert_eq!(envelope.original_partition, partition);
+    assert_eq!(envelope.original_offset, offset);
+    assert_eq!(
+        envelope.original_payload_bytes, original,
+        "the exact original bytes"
+    );
+    assert_eq!(message.key(), Some(&b"ep-down"[..]));
+    assert!(!envelope.error_message.contains("whsec_"));
+    assert_eq!(h.receiver.count("down"), 3);
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rejected_records_go_straight_to_the_dlq_with_their_reason_and_the_rest_flows() {
+    let mut h = Harness::new("reject").await;
+    let ok = h.receiver.script("ok", |_| Reply::Status(200));
+    let gone = h.receiver.script("gone", |_| Reply::Status(410));
+    h.put_endpoint("ep-ok", serde_json::json!({ "url": ok }))
+        .await;
+    h.put_endpoint("ep-gone", serde_json::json!({ "url": gone }))
+        .await;
+    h.put_endpoint("ep-off", serde_json::json!({ "url": ok, "enabled": false }))
+        .await;
+    // Link-local (the cloud metadata address): refused before any connection is made.
+    h.put_endpoint(
+        "ep-meta",
+        serde_json::json!({ "url": "http://169.254.169.254/latest" }),
+    )
+    .await;
+    h.start(h.config()).await;
+
+    h.publish_json(&event("ep-gone", 1)).await;
+    h.publish_bytes("ep-ok", b"{this is not json", None).await;
+    h.publish_json(&event("ep-nobody", 2)).await;
+    h.publish_json(&event("ep-meta", 3)).await;
+    h.publish_json(&event("ep-off", 4)).await;
+    let fine = event("ep-ok", 5);
+    h.publish_json(&fine).await;
+
+    let dlq = h.dlq(5).await;
+    let reasons: HashSet<ErrorReason> = dlq.iter().map(|(e, _)| e.error_reason).collect();
+    assert_eq!(
+        reasons,
+        HashSet::from([
+            ErrorReason::NonRetryableStatus,
+            ErrorReason::MalformedEvent,
+            ErrorReason::UnknownEndpoint,
+            ErrorReason::BlockedUrl,
+            ErrorReason::EndpointDisabled,
+        ])
+    );
+    assert_eq!(dlq.len(), 5, "one record each");
+    let malformed = dlq
+        .iter()
+        .find(|(e, _)| e.error_reason == ErrorReason::MalformedEvent)
+        .expect("malformed");
+    assert_eq!(
+        malformed.0.original_payload_bytes,
+        b"{this is not json".to_vec()
+    );
+    let gone_envelope = dlq
+        .iter()
+        .find(|(e, _)| e.error_reason == ErrorReason::NonRetryableStatus)
+        .expect("410");
+    assert_eq!(gone_envelope.0.last_status_code, Some(410));
+    assert_eq!(
+        gone_envelope.0.attempts, 1,
+        "a non-retryable status is not retried"
+    );
+    assert_eq!(h.receiver.count("gone"), 1);
+    wait_until(DEADLINE, "the good event", || async {
+        (h.receiver.count("ok") == 1).then_some(())
+    })
+    .await;
+    assert_eq!(
+        h.receiver.received("ok")[0].header("webhook-id"),
+        Some(fine.event_id.as_str())
+    );
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_429_with_retry_after_is_not_retried_earlier_than_asked() {
+    let mut h = Harness::new("429").await;
+    let url = h.receiver.script("busy", |n| {
+        if n == 0 {
+            Reply::TooManyRequests { retry_after_s: 2 }
+        } else {
+            Reply::Status(200)
+        }
+    });
+    h.put_endpoint("ep-busy", serde_json::json!({ "url": url }))
+        .await;
+    h.start(h.config()).await;
+    h.publish_json(&event("ep-busy", 1)).await;
+    wait_until(DEADLINE, "the second attempt", || async {
+        (h.receiver.count("busy") >= 2).then_some(())
+    })
+    .await;
+    let attempts = h.receiver.received("busy");
+    let gap = attempts[1].at - attempts[0].at;
+    assert!(
+        gap >= Duration::from_secs(2),
+        "retried after {gap:?}, earlier than the 2 s asked"
+    );
+    // 2 s is beyond the largest tier (1 s): the record waited there for its due time.
+    assert!(
+        h.metrics()
+            .contains(r#"webhook_retries_total{tier="1s"} 1"#),
+        "{}",
+        h.metrics()
+    );
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_dead_endpoint_does_not_hold_up_a_healthy_one() {
+    let mut h = Harness::new("dead").await;
+    let dead = h.receiver.script("dead", |_| Reply::Hang);
+    let ok = h.receiver.script("ok", |_| Reply::Status(200));
+    h.put_endpoint(
+        "ep-dead",
+        serde_json::json!({ "url": dead, "timeout_ms": 10_000, "max_concurrency": 2 }),
+    )
+    .await;
+    h.put_endpoint("ep-ok", serde_json::json!({ "url": ok }))
+        .await;
+    // A small per-endpoint queue: the dead endpoint's surplus is deferred to a retry tier.
+    let mut config = h.config();
+    config.concurrency.per_endpoint_queue = 4;
+    h.start(config).await;
+
+    for n in 0..10 {
+        h.publish_json(&event("ep-dead", n)).await;
+        h.publish_json(&event("ep-ok", n)).await;
+    }
+    // All ten healthy deliveries arrive while the dead endpoint's first attempts still hang
+    // (they would only time out after 10 s).
+    let started = std::time::Instant::now();
+    wait_until(
+        Duration::from_secs(8),
+        "the healthy endpoint's ten deliveries",
+        || async { (h.receiver.count("ok") >= 10).then_some(()) },
+    )
+    .await;
+    assert!(started.elapsed() < Duration::from_secs(8));
+    assert!(h.receiver.count("dead") >= 1, "the dead endpoint was tried");
+    h.stop().await;
+}
