@@ -1,5 +1,6 @@
 //! The subcommands, one file each, and the options they share.
 
+mod endpoints;
 mod publish;
 mod topics;
 
@@ -28,6 +29,8 @@ enum Command {
     Publish(publish::PublishArgs),
     /// Provision hookline's topics.
     Topics(topics::TopicsArgs),
+    /// Manage the endpoint table.
+    Endpoints(endpoints::EndpointsArgs),
 }
 
 impl Cli {
@@ -37,6 +40,7 @@ impl Cli {
         match self.command {
             Command::Publish(args) => publish::run(args, &context).await,
             Command::Topics(args) => topics::run(args, &context).await,
+            Command::Endpoints(args) => endpoints::run(args, &context).await,
         }
     }
 }

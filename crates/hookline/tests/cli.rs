@@ -1,0 +1,301 @@
+//! End-to-end tests of the `hookline` binary against the real local stack (`deploy/local/stack
+//! up`): provisioning, publishing from stdin with a bad line, and the endpoint table.
+
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+use hookline_core::WebhookEvent;
+use hookline_kafka::Registry;
+use hookline_testkit::{kafka_settings, registry_settings, unique_name};
+use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::message::{Message, OwnedMessage};
+use rdkafka::{Offset, TopicPartitionList};
+use tokio::io::AsyncWriteExt;
+use tokio::process::Command;
+
+const DEADLINE: Duration = Duration::from_secs(30);
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+/// Runs the binary against the local stack with `args`, feeding it `stdin`.
+async fn hookline(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hookline"))
+        .arg("--bootstrap-servers")
+        .arg(kafka_settings().bootstrap_servers)
+        .arg("--registry-url")
+        .arg(registry_settings().url)
+        .args(args)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the hookline binary starts");
+    let mut input = child.stdin.take().expect("stdin");
+    input
+        .write_all(stdin.as_bytes())
+        .await
+        .expect("write stdin");
+    drop(input);
+    tokio::time::timeout(DEADLINE, child.wait_with_output())
+        .await
+        .expect("hookline finishes before the deadline")
+        .expect("hookline output")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Reads `count` records of `topic` from the beginning.
+async fn read(topic: &str, count: usize) -> Vec<OwnedMessage> {
+    let mut config = kafka_settings().client_config();
+    config.set("group.id", unique_name("cli-reader"));
+    config.set("enable.auto.commit", "false");
+    let consumer: StreamConsumer = config.create().expect("reader");
+    let metadata = consumer
+        .fetch_metadata(Some(topic), DEADLINE)
+        .expect("metadata");
+    let mut assignment = TopicPartitionList::new();
+    for partition in metadata.topics()[0].partitions() {
+        assignment
+            .add_partition_offset(topic, partition.id(), Offset::Beginning)
+            .expect("partition");
+    }
+    consumer.assign(&assignment).expect("assign");
+    let mut records = Vec::new();
+    while records.len() < count {
+        let message = tokio::time::timeout(DEADLINE, consumer.recv())
+            .await
+            .expect("a record before the deadline")
+            .expect("no consumer error");
+        records.push(message.detach());
+    }
+    records
+}
+
+#[tokio::test]
+async fn topics_create_then_publish_stdin_lines_with_bad_ones() {
+    let events = unique_name("cli-events");
+    let endpoints = unique_name("cli-endpoints");
+    let topics = ["--events-topic", &events, "--endpoints-topic", &endpoints];
+    let create = [
+        &topics[..],
+        &[
+            "topics",
+            "create",
+            "--partitions",
+            "2",
+            "--tiers",
+            "200ms,5s",
+        ],
+    ]
+    .concat();
+
+    let first = hookline(&create, "").await;
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    let stdout = text(&first.stdout);
+    for name in [
+        events.clone(),
+        format!("{events}.retry.200ms"),
+        format!("{events}.retry.5s"),
+        format!("{events}.dlq"),
+        endpoints.clone(),
+    ] {
+        assert!(
+            stdout.contains(&format!("created {name}\n")),
+            "{name} in {stdout}"
+        );
+    }
+    let again = hookline(&create, "").await;
+    assert!(again.status.success(), "{}", text(&again.stderr));
+    assert!(text(&again.stdout).contains(&format!("exists  {events}\n")));
+    assert!(!text(&again.stdout).contains("created"));
+
+    let lines = [
+        r#"{"event_id":"evt-1","event_type":"invoice.paid","endpoint_id":"ep_1","payload":{"n":1}}"#,
+        r#"{"event_type": "invoice.paid", "endpoint_id": "#,
+        "",
+        r#"{"event_type":"invoice.paid","endpoint_id":"ep_2","payload":{"n":3}}"#,
+        r#"{"event_type":"","endpoint_id":"ep_3","payload":{"n":4}}"#,
+    ]
+    .join("\n");
+    let publish = [&topics[..], &["publish", "--stdin"]].concat();
+    let output = hookline(&publish, &lines).await;
+    let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
+    assert!(
+        !output.status.success(),
+        "a bad line fails the run: {stderr}"
+    );
+    assert!(stderr.contains("line 2: "), "{stderr}");
+    assert!(
+        stderr.contains("line 5: ") && stderr.contains("event_type"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("error: 2 of 4 events failed"), "{stderr}");
+    let published: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("published "))
+        .collect();
+    assert_eq!(published.len(), 2, "{stdout}");
+    let generated_id = published
+        .iter()
+        .map(|l| l.split(' ').nth(1).expect("an event id"))
+        .find(|id| *id != "evt-1")
+        .expect("a generated id");
+
+    let registry = Registry::new(&registry_settings()).expect("registry");
+    let mut received = Vec::new();
+    for record in read(&events, 2).await {
+        let value = registry
+            .decode(record.payload().expect("value"))
+            .await
+            .expect("Avro");
+        let event = WebhookEvent::from_avro_value(value).expect("an event");
+        assert_eq!(record.key(), Some(event.endpoint_id.as_bytes()));
+        received.push((event.event_id, event.endpoint_id, text(&event.payload)));
+    }
+    received.sort();
+    let mut expected = vec![
+        (
+            "evt-1".to_owned(),
+            "ep_1".to_owned(),
+            r#"{"n":1}"#.to_owned(),
+        ),
+        (
+            generated_id.to_owned(),
+            "ep_2".to_owned(),
+            r#"{"n":3}"#.to_owned(),
+        ),
+    ];
+    expected.sort();
+    assert_eq!(received, expected);
+
+    // One event from arguments, as JSON.
+    let json_topic = unique_name("cli-json");
+    let single = [
+        "--events-topic",
+        &json_topic,
+        "topics",
+        "create",
+        "--partitions",
+        "1",
+    ];
+    assert!(hookline(&single, "").await.status.success());
+    let args = [
+        "--events-topic",
+        &json_topic,
+        "publish",
+        "--endpoint",
+        "ep_9",
+        "--type",
+        "user.created",
+        "--data",
+        r#"{"id":9}"#,
+        "--encoding",
+        "json",
+        "--event-id",
+        "evt-json",
+        "--header",
+        "X-Tenant=acme",
+    ];
+    let output = hookline(&args, "").await;
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(text(&output.stdout).starts_with("published evt-json partition=0 offset=0"));
+    let record = &read(&json_topic, 1).await[0];
+    let event = WebhookEvent::from_json(record.payload().expect("value")).expect("JSON event");
+    assert_eq!(
+        (
+            event.event_id.as_str(),
+            event.event_type.as_str(),
+            event.payload.as_slice()
+        ),
+        ("evt-json", "user.created", &br#"{"id":9}"#[..])
+    );
+    assert_eq!(
+        event.headers.get("X-Tenant").map(String::as_str),
+        Some("acme")
+    );
+}
+
+#[tokio::test]
+async fn endpoints_put_list_rm_never_print_the_secret() {
+    let endpoints = unique_name("cli-table");
+    let table = ["--endpoints-topic", endpoints.as_str()];
+    let run = |args: &'static [&'static str]| {
+        let all = [&table[..], args].concat();
+        async move { hookline(&all, "").await }
+    };
+    let create = run(&["topics", "create", "--partitions", "1"]).await;
+    assert!(create.status.success(), "{}", text(&create.stderr));
+
+    let put = [
+        &table[..],
+        &[
+            "endpoints",
+            "put",
+            "ep_a",
+            "--url",
+            "https://a.example/hook",
+            "--secret",
+            SECRET,
+            "--max-concurrency",
+            "2",
+            "--timeout-ms",
+            "5000",
+        ],
+    ]
+    .concat();
+    let output = hookline(&put, "").await;
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(!text(&output.stdout).contains(SECRET));
+
+    let list = run(&["endpoints", "list"]).await;
+    let stdout = text(&list.stdout);
+    assert!(list.status.success(), "{}", text(&list.stderr));
+    assert!(
+        stdout.contains("ep_a") && stdout.contains("https://a.example/hook"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("whsec_…LaSw") && stdout.contains("concurrency=2"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains(SECRET) && !text(&list.stderr).contains(SECRET));
+
+    let json = run(&["endpoints", "list", "--output", "json"]).await;
+    assert!(!text(&json.stdout).contains(SECRET));
+    let parsed: serde_json::Value = serde_json::from_slice(&json.stdout).expect("JSON output");
+    assert_eq!(parsed[0]["id"], "ep_a");
+    assert_eq!(parsed[0]["secrets"][0], "whsec_…LaSw");
+    assert_eq!(parsed[0]["timeout_ms"], 5000);
+
+    let rm = run(&["endpoints", "rm", "ep_a"]).await;
+    assert!(rm.status.success(), "{}", text(&rm.stderr));
+    let list = run(&["endpoints", "list", "--output", "json"]).await;
+    assert_eq!(text(&list.stdout).trim(), "[]");
+    let again = run(&["endpoints", "rm", "ep_a"]).await;
+    assert!(!again.status.success());
+    assert!(
+        text(&again.stderr).contains("no endpoint ep_a"),
+        "{}",
+        text(&again.stderr)
+    );
+
+    let invalid = run(&[
+        "endpoints",
+        "put",
+        "ep_b",
+        "--url",
+        "ftp://b.example/",
+        "--secret",
+        SECRET,
+    ])
+    .await;
+    assert!(!invalid.status.success());
+    let stderr = text(&invalid.stderr);
+    assert!(
+        stderr.starts_with("error: ") && stderr.contains("url") && !stderr.contains(SECRET),
+        "{stderr}"
+    );
+}
