@@ -14,7 +14,7 @@ use tracing_subscriber::EnvFilter;
 
 /// Reliable webhook delivery on Apache Kafka.
 #[derive(Debug, Parser)]
-#[command(name = "hookline", version, about)]
+#[command(name = "hookline", version)]
 pub struct Cli {
     /// Options every subcommand takes.
     #[command(flatten)]
