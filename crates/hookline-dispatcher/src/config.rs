@@ -198,13 +198,25 @@ impl Default for AdminConfig {
     }
 }
 
-/// Environment variables the `hookline` command line reads itself; not config keys.
-const CLI_VARIABLES: [&str; 5] = [
-    "BOOTSTRAP_SERVERS",
-    "REGISTRY_URL",
-    "EVENTS_TOPIC",
-    "LOG_FORMAT",
-    "CONFIG",
+/// The top-level keys: only `HOOKLINE_*` variables under one of them are config (others,
+/// such as `HOOKLINE_BOOTSTRAP_SERVERS` of the command line or `HOOKLINE_HOME` of the local
+/// stack, belong to other tools). Below a key, unknown names are refused.
+const TOP_LEVEL_KEYS: [&str; 15] = [
+    "kafka",
+    "registry",
+    "topics",
+    "group_id",
+    "dispatcher_id",
+    "retry",
+    "status",
+    "http",
+    "concurrency",
+    "breaker",
+    "outbound",
+    "admin",
+    "endpoints_file",
+    "shutdown_grace_ms",
+    "dlq_compatibility",
 ];
 
 impl DispatcherConfig {
@@ -222,11 +234,13 @@ impl DispatcherConfig {
             }
             figment = figment.merge(Toml::file(file));
         }
-        figment = figment.merge(
-            Env::prefixed("HOOKLINE_")
-                .split("__")
-                .ignore(&CLI_VARIABLES),
-        );
+        let env = Env::prefixed("HOOKLINE_").split("__").filter(|key| {
+            let top = key.as_str().split('.').next().unwrap_or_default();
+            TOP_LEVEL_KEYS
+                .iter()
+                .any(|known| known.eq_ignore_ascii_case(top))
+        });
+        figment = figment.merge(env);
         figment
             .extract()
             .map_err(|error| DispatchError::ConfigSource(Box::new(error)))

@@ -149,6 +149,48 @@ impl Registry {
         self.check(context, response).await.map(drop)
     }
 
+    /// A subject's own compatibility level, `None` when it has none (the global one applies).
+    pub async fn compatibility(&self, subject: &str) -> Result<Option<Compatibility>> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Level {
+            compatibility_level: Compatibility,
+        }
+        let context = format!("reading the compatibility of {subject}");
+        let response = self
+            .http
+            .get(format!("{}/config/{subject}", self.url))
+            .send()
+            .await
+            .map_err(|source| self.http_error(&context, source))?;
+        if response.status() == reqwest::StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        let body = self.check(&context, response).await?;
+        let level: Level = serde_json::from_str(&body).map_err(|e| Error::RegistryRefused {
+            context: format!("{context}: unreadable answer ({e})"),
+            status: 200,
+            body,
+        })?;
+        Ok(Some(level.compatibility_level))
+    }
+
+    /// Makes sure a subject has `level`: sets it unless it is set already. Safe when several
+    /// replicas start at once (a registry may refuse the second of two concurrent creations).
+    pub async fn ensure_compatibility(&self, subject: &str, level: Compatibility) -> Result<()> {
+        if self.compatibility(subject).await? == Some(level) {
+            return Ok(());
+        }
+        match self.set_compatibility(subject, level).await {
+            Err(Error::RegistryRefused { status: 409, .. })
+                if self.compatibility(subject).await? == Some(level) =>
+            {
+                Ok(())
+            }
+            other => other,
+        }
+    }
+
     /// Sets a subject's compatibility level (`PUT /config/<subject>`).
     pub async fn set_compatibility(&self, subject: &str, level: Compatibility) -> Result<()> {
         let context = format!("setting compatibility of {subject} to {level}");
