@@ -24,6 +24,13 @@ pub enum Reply {
         /// The Retry-After value in seconds.
         retry_after_s: u64,
     },
+    /// Answer with `status` after `delay_ms`.
+    Slow {
+        /// The delay in milliseconds.
+        delay_ms: u64,
+        /// The status.
+        status: u16,
+    },
     /// Never answer (the connection stays open until the client gives up).
     Hang,
 }
@@ -168,6 +175,12 @@ async fn handle(
             [("retry-after", retry_after_s.to_string())],
         )
             .into_response(),
+        Reply::Slow { delay_ms, status } => {
+            tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+            StatusCode::from_u16(status)
+                .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+                .into_response()
+        }
         Reply::Hang => {
             tokio::time::sleep(Duration::from_secs(3600)).await;
             StatusCode::GATEWAY_TIMEOUT.into_response()

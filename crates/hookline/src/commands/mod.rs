@@ -1,5 +1,6 @@
 //! The subcommands, one file each, and the options they share.
 
+mod dispatch;
 mod endpoints;
 mod publish;
 mod topics;
@@ -31,6 +32,8 @@ enum Command {
     Topics(topics::TopicsArgs),
     /// Manage the endpoint table.
     Endpoints(endpoints::EndpointsArgs),
+    /// Run a dispatcher (one replica of the consumer group) until SIGTERM or SIGINT.
+    Dispatch(dispatch::DispatchArgs),
 }
 
 impl Cli {
@@ -41,6 +44,7 @@ impl Cli {
             Command::Publish(args) => publish::run(args, &context).await,
             Command::Topics(args) => topics::run(args, &context).await,
             Command::Endpoints(args) => endpoints::run(args, &context).await,
+            Command::Dispatch(args) => dispatch::run(args, &context).await,
         }
     }
 }

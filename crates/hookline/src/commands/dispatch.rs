@@ -1,0 +1,111 @@
+//! `hookline dispatch`: run a dispatcher until SIGTERM or SIGINT, then drain and exit 0.
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use hookline_dispatcher::DispatcherConfig;
+use hookline_producer::DEFAULT_EVENTS_TOPIC;
+use tokio_util::sync::CancellationToken;
+
+use super::Context;
+
+/// Options of `hookline dispatch`.
+#[derive(Debug, clap::Args)]
+pub struct DispatchArgs {
+    /// A TOML config file; `HOOKLINE_<SECTION>__<KEY>` variables override it
+    /// (e.g. `HOOKLINE_RETRY__MAX_ATTEMPTS=5`).
+    #[arg(long, env = "HOOKLINE_CONFIG")]
+    config: Option<PathBuf>,
+    /// A static endpoints file (TOML or JSON), besides the endpoints topic.
+    #[arg(long)]
+    endpoints_file: Option<PathBuf>,
+    /// Where the admin port (/healthz, /readyz, /metrics) listens; empty to disable.
+    #[arg(long)]
+    admin_listen: Option<String>,
+    /// The consumer group (shared by all replicas).
+    #[arg(long)]
+    group_id: Option<String>,
+    /// Allow delivering to loopback addresses (local testing only).
+    #[arg(long)]
+    allow_loopback: bool,
+    /// Allow delivering to private (RFC 1918) addresses.
+    #[arg(long)]
+    allow_private: bool,
+}
+
+/// Runs the dispatcher until a signal asks it to stop.
+pub async fn run(args: DispatchArgs, context: &Context) -> anyhow::Result<()> {
+    let mut config = DispatcherConfig::load(args.config.as_deref())
+        .context("loading the dispatcher configuration")?;
+    // Global options that were set (they differ from the defaults) win over the file.
+    if context.kafka.bootstrap_servers != DispatcherConfig::default().kafka.bootstrap_servers {
+        config.kafka.bootstrap_servers = context.kafka.bootstrap_servers.clone();
+    }
+    config
+        .kafka
+        .properties
+        .extend(context.kafka.properties.clone());
+    if context.registry.url != DispatcherConfig::default().registry.url {
+        config.registry.url = context.registry.url.clone();
+    }
+    if context.topics.events != DEFAULT_EVENTS_TOPIC {
+        config.topics.events = context.topics.events.clone();
+    }
+    if context.topics.endpoints != DispatcherConfig::default().topics.endpoints {
+        config.topics.endpoints = context.topics.endpoints.clone();
+    }
+    if let Some(path) = args.endpoints_file {
+        config.endpoints_file = Some(path);
+    }
+    if let Some(listen) = args.admin_listen {
+        config.admin.listen = listen;
+    }
+    if let Some(group) = args.group_id {
+        config.group_id = group;
+    }
+    config.outbound.allow_loopback |= args.allow_loopback;
+    config.outbound.allow_private |= args.allow_private;
+    let settings = config
+        .into_settings()
+        .context("invalid dispatcher configuration")?;
+
+    let shutdown = CancellationToken::new();
+    let running = hookline_dispatcher::start(settings, shutdown.clone())
+        .await
+        .context("starting the dispatcher")?;
+    if let Some(addr) = running.admin_addr() {
+        tracing::info!(%addr, "admin port: /healthz /readyz /metrics");
+    }
+    let signal = wait_for_signal();
+    tokio::pin!(signal);
+    let finished = running.wait();
+    tokio::pin!(finished);
+    tokio::select! {
+        result = &mut finished => return result.context("the dispatcher stopped"),
+        signal = &mut signal => {
+            signal?;
+            tracing::info!("stop requested: draining in-flight deliveries");
+        }
+    }
+    shutdown.cancel();
+    finished.await.context("stopping the dispatcher")
+}
+
+#[cfg(unix)]
+async fn wait_for_signal() -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("listening for SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("listening for SIGINT")?;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+async fn wait_for_signal() -> anyhow::Result<()> {
+    tokio::signal::ctrl_c()
+        .await
+        .context("listening for Ctrl-C")
+}

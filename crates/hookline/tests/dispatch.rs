@@ -1,0 +1,206 @@
+//! End-to-end tests of `hookline dispatch` as separate processes against the real local
+//! stack: replicas in one group share the partitions, and stopping one (SIGTERM) or killing
+//! one (SIGKILL) mid-stream loses no event.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use hookline_testkit::{
+    Receiver, Reply, TestTopics, kafka_settings, registry_settings, unique_name, wait_until,
+};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use tokio::process::{Child, Command};
+
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+const DEADLINE: Duration = Duration::from_secs(90);
+
+/// Starts `hookline dispatch` with `config`, logging to `<dir>/<name>.log`.
+fn dispatcher(name: &str, topics: &TestTopics, config: &Path, dir: &Path) -> Child {
+    let log = std::fs::File::create(dir.join(format!("{name}.log"))).expect("log file");
+    Command::new(env!("CARGO_BIN_EXE_hookline"))
+        .args(["--bootstrap-servers", &kafka_settings().bootstrap_servers])
+        .args(["--registry-url", &registry_settings().url])
+        .args([
+            "--events-topic",
+            &topics.events,
+            "--endpoints-topic",
+            &topics.endpoints,
+        ])
+        .arg("dispatch")
+        .arg("--config")
+        .arg(config)
+        .env("HOOKLINE_HTTP__USER_AGENT", name)
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .kill_on_drop(true)
+        .spawn()
+        .expect("hookline dispatch starts")
+}
+
+fn agents(receiver: &Receiver) -> HashSet<String> {
+    receiver
+        .received("ok")
+        .iter()
+        .filter_map(|r| r.header("user-agent").map(str::to_owned))
+        .collect()
+}
+
+fn delivered_ids(receiver: &Receiver) -> HashSet<String> {
+    receiver
+        .received("ok")
+        .iter()
+        .filter(|r| {
+            r.reply
+                == Reply::Slow {
+                    delay_ms: 50,
+                    status: 200,
+                }
+        })
+        .filter_map(|r| r.header("webhook-id").map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn replicas_share_the_partitions_and_stopping_or_killing_one_loses_nothing() {
+    let kafka = kafka_settings();
+    let topics = TestTopics::new("replicas", &["200ms", "500ms", "1s"]);
+    topics.create(&kafka, 4).await;
+    let receiver = Receiver::start().await;
+    let url = receiver.script("ok", |_| Reply::Slow {
+        delay_ms: 50,
+        status: 200,
+    });
+    let producer: FutureProducer = kafka.producer_config().create().expect("producer");
+    let endpoint = serde_json::json!({ "url": url, "secrets": [SECRET] }).to_string();
+    producer
+        .send(
+            FutureRecord::to(&topics.endpoints)
+                .key("ep-ok")
+                .payload(&endpoint),
+            DEADLINE,
+        )
+        .await
+        .expect("endpoint written");
+
+    let dir = std::env::temp_dir().join(unique_name("replicas"));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let config = dir.join("dispatcher.toml");
+    let tiers = topics
+        .tiers
+        .iter()
+        .map(|t| format!("{t:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    std::fs::write(
+        &config,
+        format!(
+            r#"group_id = "{group}"
+shutdown_grace_ms = 5000
+
+[kafka.properties]
+"session.timeout.ms" = "6000"
+"heartbeat.interval.ms" = "500"
+
+[topics]
+retry_tiers = [{tiers}]
+
+[outbound]
+allow_loopback = true
+
+[concurrency]
+per_endpoint = 4
+
+[admin]
+listen = "127.0.0.1:0"
+"#,
+            group = unique_name("replicas-group"),
+        ),
+    )
+    .expect("config file");
+
+    let mut first = dispatcher("replica-a", &topics, &config, &dir);
+    let mut second = dispatcher("replica-b", &topics, &config, &dir);
+
+    let publish = |from: usize, to: usize| {
+        let producer = producer.clone();
+        let topic = topics.events.clone();
+        async move {
+            let mut ids = Vec::new();
+            for n in from..to {
+                let id = format!("evt-{n}-{}", unique_name("r"));
+                let key = format!("ep-ok-{}", n % 8);
+                let value = serde_json::json!({
+                    "event_id": id, "event_type": "order.created", "endpoint_id": "ep-ok",
+                    "payload": { "n": n },
+                })
+                .to_string();
+                // Keys vary so the events spread over all partitions.
+                producer
+                    .send(FutureRecord::to(&topic).key(&key).payload(&value), DEADLINE)
+                    .await
+                    .expect("event written");
+                ids.push(id);
+            }
+            ids
+        }
+    };
+
+    let mut expected: HashSet<String> = publish(0, 200).await.into_iter().collect();
+    wait_until(DEADLINE, "both replicas delivering", || async {
+        (agents(&receiver).len() == 2).then_some(())
+    })
+    .await;
+
+    // SIGTERM the first mid-stream: it drains, commits and exits 0.
+    let pid = first.id().expect("a running process").to_string();
+    let status = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .await
+        .expect("kill");
+    assert!(status.success());
+    let exit = tokio::time::timeout(Duration::from_secs(30), first.wait())
+        .await
+        .expect("the stopped replica exits within its grace period")
+        .expect("exit status");
+    assert!(exit.success(), "graceful stop exits 0, got {exit}");
+
+    let before = receiver.count("ok");
+    expected.extend(publish(200, 400).await);
+    wait_until(DEADLINE, "the remaining replica to take over", || async {
+        (receiver.count("ok") > before + 20).then_some(())
+    })
+    .await;
+
+    // SIGKILL the second mid-stream, with no chance to commit, and start a third.
+    second.start_kill().expect("kill -9");
+    second.wait().await.expect("killed");
+    expected.extend(publish(400, 500).await);
+    let mut third = dispatcher("replica-c", &topics, &config, &dir);
+
+    wait_until(DEADLINE, "every event delivered at least once", || async {
+        let delivered = delivered_ids(&receiver);
+        expected
+            .iter()
+            .all(|id| delivered.contains(id))
+            .then_some(())
+    })
+    .await;
+    assert_eq!(expected.len(), 500);
+
+    let pid = third.id().expect("running").to_string();
+    Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .await
+        .expect("kill");
+    let exit = tokio::time::timeout(Duration::from_secs(30), third.wait())
+        .await
+        .expect("exits")
+        .expect("status");
+    assert!(exit.success());
+}
