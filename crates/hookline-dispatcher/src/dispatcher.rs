@@ -75,7 +75,7 @@ pub async fn start(settings: Settings, shutdown: CancellationToken) -> Result<Ru
     let registry = Arc::new(Registry::new(&settings.registry)?);
     let dlq_subject = format!("{}-value", settings.dlq_topic);
     registry
-        .set_compatibility(&dlq_subject, settings.dlq_compatibility)
+        .ensure_compatibility(&dlq_subject, settings.dlq_compatibility)
         .await?;
     let schema_id = registry.register(&dlq_subject, DLQ_ENVELOPE_V1).await?;
     tracing::info!(subject = dlq_subject, schema_id, "DLQ schema registered");
