@@ -6,8 +6,10 @@
 //! [`redact_url`](crate::url_guard::redact_url)).
 
 mod avro;
+mod json;
 mod reason;
 
+pub use json::bytes_view;
 pub use reason::{ErrorReason, UnknownReason};
 
 /// The envelope layout version written by this crate.
