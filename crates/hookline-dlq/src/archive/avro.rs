@@ -1,0 +1,280 @@
+//! The Avro archive: an object container file of `DlqArchiveRecord`s (the DLQ record's
+//! place, key, headers, status and history around the `DlqEnvelope` v1), its writer schema
+//! embedded, so any Avro reader can open it without a registry.
+
+use std::io::{Read, Write};
+use std::path::Path;
+
+use apache_avro::types::Value;
+use apache_avro::{Codec, DeflateSettings, Reader, Schema, Writer};
+use hookline_core::envelope::DlqEnvelope;
+use hookline_core::schema::DLQ_ENVELOPE_V1;
+
+use crate::actions::{Action, ActionKind, History};
+use crate::error::{DlqError, Result};
+use crate::record::{DlqRecord, Header};
+use crate::select::Selected;
+
+/// The archive record's full name.
+pub const ARCHIVE_RECORD_NAME: &str = "dev.hookline.DlqArchiveRecord";
+
+/// User metadata key naming the DLQ topic the records came from.
+pub const TOPIC_METADATA_KEY: &str = "hookline.dlq.topic";
+
+/// The archive record schema, as JSON text, built around [`DLQ_ENVELOPE_V1`].
+pub fn archive_schema_json() -> String {
+    let envelope: serde_json::Value =
+        serde_json::from_str(DLQ_ENVELOPE_V1).unwrap_or(serde_json::Value::Null);
+    let nullable = |t: serde_json::Value| serde_json::json!(["null", t]);
+    serde_json::json!({
+        "type": "record",
+        "name": "DlqArchiveRecord",
+        "namespace": "dev.hookline",
+        "doc": "A DLQ record archived by `hookline dlq archive`: where it was in the DLQ topic, its key and headers, its status and operator actions at archive time, and the envelope.",
+        "fields": [
+            {"name": "dlq_partition", "type": "int", "doc": "Partition in the DLQ topic."},
+            {"name": "dlq_offset", "type": "long", "doc": "Offset in that partition."},
+            {"name": "dlq_timestamp", "type": nullable(serde_json::json!({"type": "long", "logicalType": "timestamp-millis"})), "default": null, "doc": "The DLQ record's timestamp."},
+            {"name": "dlq_key", "type": nullable("bytes".into()), "default": null, "doc": "The DLQ record's key."},
+            {"name": "envelope", "type": envelope, "doc": "The decoded DLQ envelope."},
+            {"name": "dlq_headers", "type": {"type": "array", "items": "DlqHeader"}, "default": [], "doc": "The DLQ record's headers, in order."},
+            {"name": "status", "type": "string", "doc": "open, redriven or resolved, at archive time."},
+            {"name": "history", "type": {"type": "array", "items": {
+                "type": "record", "name": "DlqAction", "doc": "An operator action.",
+                "fields": [
+                    {"name": "action", "type": "string"},
+                    {"name": "at", "type": "string"},
+                    {"name": "by", "type": "string"},
+                    {"name": "note", "type": ["null", "string"], "default": null},
+                    {"name": "target", "type": ["null", "string"], "default": null},
+                    {"name": "event_id", "type": ["null", "string"], "default": null}
+                ]}}, "default": [], "doc": "Operator actions, oldest first."}
+        ]
+    })
+    .to_string()
+}
+
+fn avro_error(path: &Path, context: &str) -> impl FnOnce(apache_avro::Error) -> DlqError {
+    let path = path.to_owned();
+    let context = context.to_owned();
+    move |source| DlqError::Avro {
+        path,
+        context,
+        source: Box::new(source),
+    }
+}
+
+fn nullable(value: Option<Value>) -> Value {
+    match value {
+        None => Value::Union(0, Box::new(Value::Null)),
+        Some(v) => Value::Union(1, Box::new(v)),
+    }
+}
+
+fn headers_value(headers: &[Header]) -> Value {
+    Value::Array(
+        headers
+            .iter()
+            .map(|(key, value)| {
+                Value::Record(vec![
+                    ("key".into(), Value::String(key.clone())),
+                    ("value".into(), nullable(value.clone().map(Value::Bytes))),
+                ])
+            })
+            .collect(),
+    )
+}
+
+fn to_value(selected: &Selected) -> Value {
+    let r = &selected.record;
+    let text = |s: &Option<String>| nullable(s.clone().map(Value::String));
+    let history = selected
+        .history
+        .0
+        .iter()
+        .map(|a| {
+            Value::Record(vec![
+                ("action".into(), Value::String(a.action.as_str().into())),
+                ("at".into(), Value::String(a.at.clone())),
+                ("by".into(), Value::String(a.by.clone())),
+                ("note".into(), text(&a.note)),
+                ("target".into(), text(&a.target)),
+                ("event_id".into(), text(&a.event_id)),
+            ])
+        })
+        .collect();
+    Value::Record(vec![
+        ("dlq_partition".into(), Value::Int(r.partition)),
+        ("dlq_offset".into(), Value::Long(r.offset)),
+        (
+            "dlq_timestamp".into(),
+            nullable(r.timestamp_ms.map(Value::TimestampMillis)),
+        ),
+        ("dlq_key".into(), nullable(r.key.clone().map(Value::Bytes))),
+        ("envelope".into(), r.envelope.to_avro_value()),
+        ("dlq_headers".into(), headers_value(&r.headers)),
+        (
+            "status".into(),
+            Value::String(selected.status().as_str().into()),
+        ),
+        ("history".into(), Value::Array(history)),
+    ])
+}
+
+/// Writes an Avro archive to `out`; returns how many records it holds.
+pub fn write(
+    path: &Path,
+    out: impl Write,
+    dlq_topic: &str,
+    records: impl Iterator<Item = Selected>,
+) -> Result<u64> {
+    let schema = Schema::parse_str(&archive_schema_json())
+        .map_err(avro_error(path, "parsing the archive schema"))?;
+    let mut writer = Writer::with_codec(&schema, out, Codec::Deflate(DeflateSettings::default()))
+        .map_err(avro_error(path, "starting the file"))?;
+    writer
+        .add_user_metadata(TOPIC_METADATA_KEY.to_owned(), dlq_topic)
+        .map_err(avro_error(path, "writing metadata"))?;
+    let mut count = 0;
+    for selected in records {
+        writer
+            .append_value(to_value(&selected))
+            .map_err(avro_error(path, "appending a record"))?;
+        count += 1;
+    }
+    let mut inner = writer
+        .into_inner()
+        .map_err(avro_error(path, "finishing the file"))?;
+    inner.flush().map_err(DlqError::io(path))?;
+    Ok(count)
+}
+
+/// Reads an Avro archive written by [`write`].
+pub fn read(path: &Path, input: impl Read) -> Result<Vec<Selected>> {
+    let reader = Reader::new(input).map_err(avro_error(path, "reading the header"))?;
+    let name = match reader.writer_schema() {
+        Schema::Record(record) => record.name.fullname(None),
+        _ => String::new(),
+    };
+    if name != ARCHIVE_RECORD_NAME {
+        return Err(DlqError::Archive {
+            path: path.to_owned(),
+            item: 0,
+            problem: format!("its records are `{name}`, not {ARCHIVE_RECORD_NAME}"),
+        });
+    }
+    let mut out = Vec::new();
+    for (index, value) in reader.enumerate() {
+        let value = value.map_err(avro_error(path, "reading a record"))?;
+        out.push(from_value(value).map_err(|problem| DlqError::Archive {
+            path: path.to_owned(),
+            item: index + 1,
+            problem,
+        })?);
+    }
+    Ok(out)
+}
+
+fn strip(mut value: Value) -> Value {
+    while let Value::Union(_, inner) = value {
+        value = *inner;
+    }
+    value
+}
+
+fn from_value(value: Value) -> std::result::Result<Selected, String> {
+    let Value::Record(fields) = value else {
+        return Err("not a record".into());
+    };
+    let mut get = std::collections::HashMap::new();
+    for (name, value) in fields {
+        get.insert(name, strip(value));
+    }
+    let mut take = |name: &str| get.remove(name).unwrap_or(Value::Null);
+    let bytes = |v: Value| match v {
+        Value::Bytes(b) => Some(b),
+        _ => None,
+    };
+    let headers = |v: Value| -> Vec<Header> {
+        let Value::Array(items) = v else {
+            return Vec::new();
+        };
+        items
+            .into_iter()
+            .filter_map(|item| match item {
+                Value::Record(f) => {
+                    let mut key = String::new();
+                    let mut value = None;
+                    for (name, v) in f {
+                        match (name.as_str(), strip(v)) {
+                            ("key", Value::String(k)) => key = k,
+                            ("value", v) => value = bytes(v),
+                            _ => {}
+                        }
+                    }
+                    Some((key, value))
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    let (Value::Int(partition), Value::Long(offset)) = (take("dlq_partition"), take("dlq_offset"))
+    else {
+        return Err("dlq_partition or dlq_offset is missing".into());
+    };
+    let timestamp_ms = match take("dlq_timestamp") {
+        Value::TimestampMillis(ms) | Value::Long(ms) => Some(ms),
+        _ => None,
+    };
+    let key = bytes(take("dlq_key"));
+    let envelope = DlqEnvelope::from_avro_value(take("envelope")).map_err(|e| e.to_string())?;
+    let record_headers = headers(take("dlq_headers"));
+    let history = match take("history") {
+        Value::Array(items) => items
+            .into_iter()
+            .map(action_from_value)
+            .collect::<std::result::Result<Vec<_>, _>>()?,
+        _ => Vec::new(),
+    };
+    Ok(Selected {
+        record: DlqRecord {
+            partition,
+            offset,
+            timestamp_ms,
+            key,
+            headers: record_headers,
+            envelope,
+        },
+        history: History(history),
+    })
+}
+
+fn action_from_value(value: Value) -> std::result::Result<Action, String> {
+    let Value::Record(fields) = value else {
+        return Err("an action is not a record".into());
+    };
+    let mut action = Action::new(ActionKind::Note, 0, "");
+    for (name, v) in fields {
+        let text = match strip(v) {
+            Value::String(s) => Some(s),
+            _ => None,
+        };
+        match name.as_str() {
+            "action" => {
+                action.action = match text.as_deref() {
+                    Some("redriven") => ActionKind::Redriven,
+                    Some("resolved") => ActionKind::Resolved,
+                    Some("note") => ActionKind::Note,
+                    other => return Err(format!("unknown action {other:?}")),
+                }
+            }
+            "at" => action.at = text.unwrap_or_default(),
+            "by" => action.by = text.unwrap_or_default(),
+            "note" => action.note = text,
+            "target" => action.target = text,
+            "event_id" => action.event_id = text,
+            _ => {}
+        }
+    }
+    Ok(action)
+}

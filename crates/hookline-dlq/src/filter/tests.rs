@@ -1,0 +1,171 @@
+use hookline_core::envelope::ErrorReason;
+
+use super::*;
+use crate::record::fixtures::record;
+
+const NOW: i64 = 1_714_564_800_000;
+
+fn spec() -> FilterSpec {
+    FilterSpec::default()
+}
+
+#[test]
+fn an_empty_filter_selects_everything() {
+    let filter = spec().build(NOW).expect("valid");
+    assert!(filter.matches(&record(0, 0, "a", ErrorReason::BlockedUrl, NOW)));
+    assert!(filter.is_place_only());
+}
+
+#[test]
+fn reasons_accept_codes_symbols_and_lists() {
+    let filter = FilterSpec {
+        reasons: vec!["retries_exhausted,BLOCKED_URL".into()],
+        ..spec()
+    }
+    .build(NOW)
+    .expect("valid");
+    assert_eq!(
+        filter.reasons,
+        [ErrorReason::RetriesExhausted, ErrorReason::BlockedUrl]
+    );
+    assert!(filter.matches(&record(0, 0, "a", ErrorReason::BlockedUrl, NOW)));
+    assert!(!filter.matches(&record(0, 0, "a", ErrorReason::MalformedEvent, NOW)));
+}
+
+#[test]
+fn an_unknown_reason_lists_the_valid_ones() {
+    let error = FilterSpec {
+        reasons: vec!["timeout".into()],
+        ..spec()
+    }
+    .build(NOW)
+    .expect_err("unknown");
+    let text = error.to_string();
+    assert!(text.contains("`timeout`"), "{text}");
+    for reason in ErrorReason::ALL {
+        assert!(text.contains(reason.code()), "{text}");
+    }
+}
+
+#[test]
+fn endpoint_type_and_id_criteria_combine() {
+    let filter = FilterSpec {
+        endpoints: vec!["a".into(), "b".into()],
+        event_types: vec!["invoice.paid".into()],
+        ..spec()
+    }
+    .build(NOW)
+    .expect("valid");
+    assert!(filter.matches(&record(0, 0, "a", ErrorReason::BlockedUrl, NOW)));
+    assert!(filter.matches(&record(0, 0, "b", ErrorReason::BlockedUrl, NOW)));
+    assert!(!filter.matches(&record(0, 0, "c", ErrorReason::BlockedUrl, NOW)));
+    let mut other_type = record(0, 0, "a", ErrorReason::BlockedUrl, NOW);
+    other_type.envelope.event_type = Some("invoice.void".into());
+    assert!(!filter.matches(&other_type));
+    let mut no_endpoint = record(0, 0, "a", ErrorReason::MalformedEvent, NOW);
+    no_endpoint.envelope.endpoint_id = None;
+    assert!(!filter.matches(&no_endpoint));
+
+    let by_id = FilterSpec {
+        event_ids: vec![format!("evt-a-{NOW}")],
+        ..spec()
+    }
+    .build(NOW)
+    .expect("valid");
+    assert!(by_id.matches(&record(0, 0, "a", ErrorReason::BlockedUrl, NOW)));
+    assert!(!by_id.matches(&record(0, 0, "b", ErrorReason::BlockedUrl, NOW)));
+}
+
+#[test]
+fn time_range_is_half_open() {
+    let filter = FilterSpec {
+        since: Some("2h".into()),
+        until: Some("1h".into()),
+        ..spec()
+    }
+    .build(NOW)
+    .expect("valid");
+    let at = |ms| record(0, 0, "a", ErrorReason::BlockedUrl, ms);
+    assert!(filter.matches(&at(NOW - 2 * 3_600_000)));
+    assert!(filter.matches(&at(NOW - 3_600_001)));
+    assert!(!filter.matches(&at(NOW - 3_600_000)));
+    assert!(!filter.matches(&at(NOW - 2 * 3_600_000 - 1)));
+    assert!(!filter.is_place_only());
+}
+
+#[test]
+fn bad_ranges_are_refused() {
+    let empty = FilterSpec {
+        since: Some("1h".into()),
+        until: Some("2h".into()),
+        ..spec()
+    }
+    .build(NOW);
+    assert!(matches!(empty, Err(FilterError::EmptyTimeRange { .. })));
+    let malformed = FilterSpec {
+        since: Some("yesterday".into()),
+        ..spec()
+    }
+    .build(NOW);
+    assert!(matches!(
+        malformed,
+        Err(FilterError::InvalidTime {
+            flag: "--since",
+            ..
+        })
+    ));
+    let offsets = FilterSpec {
+        from_offset: Some(5),
+        to_offset: Some(4),
+        ..spec()
+    }
+    .build(NOW);
+    assert!(matches!(
+        offsets,
+        Err(FilterError::EmptyOffsetRange { from: 5, to: 4 })
+    ));
+    let negative = FilterSpec {
+        from_offset: Some(-1),
+        ..spec()
+    }
+    .build(NOW);
+    assert!(matches!(negative, Err(FilterError::Negative { .. })));
+    let bad_ref = FilterSpec {
+        records: vec!["0:5".into()],
+        ..spec()
+    }
+    .build(NOW);
+    assert!(matches!(bad_ref, Err(FilterError::RecordRef(_))));
+}
+
+#[test]
+fn places_offsets_and_explicit_records() {
+    let filter = FilterSpec {
+        partitions: vec![1],
+        from_offset: Some(10),
+        to_offset: Some(20),
+        ..spec()
+    }
+    .build(NOW)
+    .expect("valid");
+    let at = |p, o| record(p, o, "a", ErrorReason::BlockedUrl, NOW);
+    assert!(filter.matches(&at(1, 10)));
+    assert!(filter.matches(&at(1, 20)));
+    assert!(!filter.matches(&at(1, 21)));
+    assert!(!filter.matches(&at(0, 15)));
+    assert_eq!(filter.first_offset(1), Some(10));
+    assert!(!filter.wants_partition(0));
+
+    let explicit = FilterSpec {
+        records: vec!["0/3,2/9".into()],
+        ..spec()
+    }
+    .build(NOW)
+    .expect("valid");
+    assert!(explicit.matches(&at(0, 3)));
+    assert!(explicit.matches(&at(2, 9)));
+    assert!(!explicit.matches(&at(0, 9)));
+    assert_eq!(explicit.first_offset(2), Some(9));
+    assert_eq!(explicit.first_offset(1), None);
+    assert!(!explicit.wants_partition(1));
+}

@@ -1,0 +1,230 @@
+//! Redriving DLQ records: re-publishing each one's original key, value and headers to the
+//! main topic or a retry tier, with the same event id, attempts reset and provenance
+//! headers; the action is recorded once the re-publish is acknowledged.
+//! This module builds the outgoing records (pure); [`run`] does the I/O.
+
+mod run;
+
+use std::time::Duration;
+
+use hookline_core::headers::{DeliveryMeta, is_hookline_header};
+use hookline_core::policy::{format_suffix, parse_suffix};
+
+pub use run::{RedriveEvent, redrive};
+
+use crate::record::{DlqRecord, RecordRef};
+
+/// Header naming the DLQ record a redrive came from: `<dlq topic>/<partition>/<offset>`.
+pub const REDRIVEN_FROM: &str = "hookline-redriven-from";
+/// Header naming who redrove it.
+pub const REDRIVEN_BY: &str = "hookline-redriven-by";
+/// Header saying when it was redriven, epoch milliseconds.
+pub const REDRIVEN_AT: &str = "hookline-redriven-at";
+
+/// Where redriven records go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// The main topic, as fresh deliveries.
+    Main,
+    /// The retry tier with this delay, due after it.
+    Tier(Duration),
+}
+
+impl Target {
+    /// The target for `--to-tier` (`5s`, `1m`...) or the main topic without one.
+    pub fn parse(tier: Option<&str>) -> Result<Target, String> {
+        match tier {
+            None => Ok(Target::Main),
+            Some(suffix) => parse_suffix(suffix.trim()).map(Target::Tier).map_err(|e| {
+                format!("--to-tier `{suffix}` is not a tier delay such as 5s or 1m: {e}")
+            }),
+        }
+    }
+
+    /// The topic it names, given the events topic.
+    pub fn topic(&self, events_topic: &str) -> String {
+        match self {
+            Target::Main => events_topic.to_owned(),
+            Target::Tier(delay) => format!("{events_topic}.retry.{}", format_suffix(*delay)),
+        }
+    }
+}
+
+/// How to redrive.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RedriveOptions {
+    /// Where the records go.
+    pub target: Target,
+    /// The events topic (the main topic, and the base of the tier names).
+    pub events_topic: String,
+    /// List what would go, send nothing, record nothing.
+    pub dry_run: bool,
+    /// At most this many records per second.
+    pub rate_per_s: Option<f64>,
+    /// Who redrives (headers and actions).
+    pub by: String,
+}
+
+/// What a redrive did (or, in a dry run, would do).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RedriveReport {
+    /// Records sent (or that would be), each with where it went (`topic/partition/offset`,
+    /// or the topic alone in a dry run).
+    pub sent: Vec<(RecordRef, String)>,
+    /// Matching records skipped because they were already redriven or resolved.
+    pub skipped_handled: u64,
+    /// Records that could not be decoded, so were not sent.
+    pub undecodable: Vec<RecordRef>,
+}
+
+/// A record to publish.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outgoing {
+    /// Its topic.
+    pub topic: String,
+    /// The original key.
+    pub key: Option<Vec<u8>>,
+    /// The original value, byte for byte.
+    pub value: Vec<u8>,
+    /// The original headers less hookline's, then the provenance (and, for a tier, the
+    /// delivery state of a first attempt due after the tier's delay).
+    pub headers: Vec<(String, Vec<u8>)>,
+}
+
+/// The re-publish of `record` from `dlq_topic`, made by `by` at `now_ms`.
+pub fn outgoing(
+    record: &DlqRecord,
+    dlq_topic: &str,
+    options: &RedriveOptions,
+    now_ms: i64,
+) -> Outgoing {
+    let e = &record.envelope;
+    let mut headers: Vec<(String, Vec<u8>)> = e
+        .original_headers
+        .iter()
+        .filter(|h| !is_hookline_header(&h.key))
+        .map(|h| (h.key.clone(), h.value.clone().unwrap_or_default()))
+        .collect();
+    if let Target::Tier(delay) = options.target {
+        // A tier record needs the delivery state; attempts start again from zero.
+        let meta = DeliveryMeta {
+            due_at_ms: Some(
+                now_ms.saturating_add(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX)),
+            ),
+            ..DeliveryMeta::new(
+                e.original_topic.clone(),
+                e.original_partition,
+                e.original_offset,
+            )
+        };
+        headers.extend(
+            meta.to_headers()
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v)),
+        );
+    }
+    headers.push((
+        REDRIVEN_FROM.to_owned(),
+        format!("{dlq_topic}/{}", record.place()).into_bytes(),
+    ));
+    headers.push((REDRIVEN_BY.to_owned(), options.by.clone().into_bytes()));
+    headers.push((REDRIVEN_AT.to_owned(), now_ms.to_string().into_bytes()));
+    Outgoing {
+        topic: options.target.topic(&options.events_topic),
+        key: e.original_key.clone(),
+        value: e.original_payload_bytes.clone(),
+        headers,
+    }
+}
+
+/// Parses `--rate`: `N`, `N/s` or `N/m` (records per second or minute), positive.
+pub fn parse_rate(text: &str) -> Result<f64, String> {
+    let invalid = || format!("--rate `{text}` is not a positive rate such as 10/s or 100/m");
+    let (number, per) = text.trim().split_once('/').unwrap_or((text.trim(), "s"));
+    let n: f64 = number.trim().parse().map_err(|_| invalid())?;
+    let per_s = match per.trim() {
+        "s" | "sec" => n,
+        "m" | "min" => n / 60.0,
+        _ => return Err(invalid()),
+    };
+    if per_s.is_finite() && per_s > 0.0 {
+        Ok(per_s)
+    } else {
+        Err(invalid())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use hookline_core::envelope::{DlqHeader, ErrorReason};
+    use hookline_core::headers::{ATTEMPT, DUE_AT};
+
+    use super::*;
+    use crate::record::fixtures::record;
+
+    fn options(target: Target) -> RedriveOptions {
+        RedriveOptions {
+            target,
+            events_topic: "ev".into(),
+            dry_run: false,
+            rate_per_s: None,
+            by: "alice".into(),
+        }
+    }
+
+    #[test]
+    fn the_main_topic_gets_the_original_bytes_as_a_fresh_delivery() {
+        let mut r = record(2, 40, "ep-a", ErrorReason::RetriesExhausted, 1_000);
+        r.envelope.original_headers.push(DlqHeader {
+            key: "hookline-attempt".into(),
+            value: Some(b"3".to_vec()),
+        });
+        let out = outgoing(&r, "ev.dlq", &options(Target::Main), 9_000);
+        assert_eq!(out.topic, "ev");
+        assert_eq!(out.key.as_deref(), Some(&b"ep-a"[..]));
+        assert_eq!(out.value, r.envelope.original_payload_bytes);
+        let names: Vec<&str> = out.headers.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            names,
+            ["webhook-id", REDRIVEN_FROM, REDRIVEN_BY, REDRIVEN_AT]
+        );
+        assert_eq!(out.headers[1].1, b"ev.dlq/2/40");
+        assert_eq!(out.headers[2].1, b"alice");
+        assert_eq!(out.headers[3].1, b"9000");
+        // The provenance headers do not make the dispatcher see a retry.
+        let meta = DeliveryMeta::from_headers(
+            out.headers
+                .iter()
+                .map(|(k, v)| (k.as_str(), Some(v.as_slice()))),
+        );
+        assert_eq!(meta, Ok(None));
+    }
+
+    #[test]
+    fn a_tier_gets_a_first_attempt_due_after_its_delay() {
+        let r = record(0, 1, "ep-a", ErrorReason::RetriesExhausted, 1_000);
+        let target = Target::parse(Some("5s")).expect("valid");
+        let out = outgoing(&r, "ev.dlq", &options(target), 9_000);
+        assert_eq!(out.topic, "ev.retry.5s");
+        let find = |name: &str| {
+            out.headers
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        };
+        assert_eq!(find(ATTEMPT), Some(b"0".to_vec()));
+        assert_eq!(find(DUE_AT), Some(b"14000".to_vec()));
+    }
+
+    #[test]
+    fn targets_and_rates_parse() {
+        assert_eq!(Target::parse(None), Ok(Target::Main));
+        assert!(Target::parse(Some("soon")).is_err());
+        assert_eq!(parse_rate("10/s"), Ok(10.0));
+        assert_eq!(parse_rate("5"), Ok(5.0));
+        assert_eq!(parse_rate("120/m"), Ok(2.0));
+        for bad in ["0", "-1/s", "x/s", "10/h", "inf"] {
+            assert!(parse_rate(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,249 @@
+//! How records look to people: table rows with fixed-width columns (so `--follow` can
+//! print as records arrive), and a summary by reason and endpoint. Pure: no I/O.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use crate::filter::format_ms;
+use crate::record::Undecodable;
+use crate::select::Selected;
+
+const COLUMNS: [(&str, usize); 8] = [
+    ("PLACE", 9),
+    ("PARKED AT (UTC)", 19),
+    ("REASON", 20),
+    ("ENDPOINT", 16),
+    ("EVENT TYPE", 18),
+    ("EVENT ID", 36),
+    ("ATT", 3),
+    ("STATUS", 8),
+];
+const ERROR_WIDTH: usize = 60;
+
+/// The table's header line.
+pub fn table_header() -> String {
+    let mut line = String::new();
+    for (name, width) in COLUMNS {
+        line.push_str(&format!("{name:<width$}  "));
+    }
+    line.push_str("ERROR");
+    line
+}
+
+fn cell(text: &str, width: usize) -> String {
+    let count = text.chars().count();
+    if count <= width {
+        format!("{text:<width$}")
+    } else {
+        let cut: String = text.chars().take(width.saturating_sub(1)).collect();
+        format!("{cut}…")
+    }
+}
+
+fn short_time(ms: i64) -> String {
+    // `2024-05-01T12:00:00.000Z` shown as `2024-05-01 12:00:00`.
+    format_ms(ms).replace('T', " ").chars().take(19).collect()
+}
+
+/// A record's table row, followed by one line per action in its history.
+pub fn table_row(selected: &Selected) -> String {
+    let r = &selected.record;
+    let e = &r.envelope;
+    let attempts = e.attempts.to_string();
+    let cells = [
+        r.place().to_string(),
+        short_time(e.error_timestamp_ms),
+        e.error_reason.code().to_owned(),
+        e.endpoint_id.clone().unwrap_or_else(|| "-".into()),
+        e.event_type.clone().unwrap_or_else(|| "-".into()),
+        e.event_id.clone(),
+        attempts,
+        selected.status().as_str().to_owned(),
+    ];
+    let mut line = String::new();
+    for (text, (_, width)) in cells.iter().zip(COLUMNS) {
+        line.push_str(&cell(text, width));
+        line.push_str("  ");
+    }
+    let error = e.error_message.replace(['\n', '\r'], " ");
+    line.push_str(cell(&error, ERROR_WIDTH).trim_end());
+    for action in &selected.history.0 {
+        line.push_str(&format!(
+            "\n    {} {} by {}",
+            action.at,
+            action.action.as_str(),
+            action.by
+        ));
+        if let Some(target) = &action.target {
+            line.push_str(&format!(" -> {target}"));
+        }
+        if let Some(note) = &action.note {
+            line.push_str(&format!(": {note}"));
+        }
+    }
+    line
+}
+
+/// The table row of a record that could not be decoded.
+pub fn undecodable_row(u: &Undecodable) -> String {
+    let place = format!("{}/{}", u.partition, u.offset);
+    let at = u.timestamp_ms.map(short_time).unwrap_or_default();
+    format!(
+        "{}  {}  {}  {}",
+        cell(&place, COLUMNS[0].1),
+        cell(&at, COLUMNS[1].1),
+        cell("UNDECODABLE", COLUMNS[2].1),
+        u.error
+    )
+}
+
+/// Counts by reason, endpoint and status, and the oldest and newest parked times.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Records counted.
+    pub total: u64,
+    /// By reason code.
+    pub by_reason: BTreeMap<String, u64>,
+    /// By endpoint id (`-` for none).
+    pub by_endpoint: BTreeMap<String, u64>,
+    /// By status.
+    pub by_status: BTreeMap<String, u64>,
+    /// The oldest `error_timestamp`, epoch milliseconds.
+    pub oldest_ms: Option<i64>,
+    /// The newest `error_timestamp`, epoch milliseconds.
+    pub newest_ms: Option<i64>,
+    /// Records that could not be decoded.
+    pub undecodable: u64,
+    /// Matching records not counted because they are handled (without `--all`).
+    pub hidden_handled: u64,
+}
+
+impl Summary {
+    /// Counts a record.
+    pub fn add(&mut self, selected: &Selected) {
+        let e = &selected.record.envelope;
+        self.total += 1;
+        *self
+            .by_reason
+            .entry(e.error_reason.code().into())
+            .or_default() += 1;
+        let endpoint = e.endpoint_id.clone().unwrap_or_else(|| "-".into());
+        *self.by_endpoint.entry(endpoint).or_default() += 1;
+        *self
+            .by_status
+            .entry(selected.status().as_str().into())
+            .or_default() += 1;
+        let at = e.error_timestamp_ms;
+        self.oldest_ms = Some(self.oldest_ms.map_or(at, |o| o.min(at)));
+        self.newest_ms = Some(self.newest_ms.map_or(at, |n| n.max(at)));
+    }
+
+    /// The summary as text, largest counts first.
+    pub fn to_text(&self) -> String {
+        let mut out = format!("{} records", self.total);
+        if self.hidden_handled > 0 {
+            out.push_str(&format!(
+                " ({} redriven or resolved not counted; --all counts them)",
+                self.hidden_handled
+            ));
+        }
+        out.push('\n');
+        if let (Some(oldest), Some(newest)) = (self.oldest_ms, self.newest_ms) {
+            out.push_str(&format!(
+                "oldest  {}\nnewest  {}\n",
+                format_ms(oldest),
+                format_ms(newest)
+            ));
+        }
+        for (title, counts) in [
+            ("by reason", &self.by_reason),
+            ("by endpoint", &self.by_endpoint),
+            ("by status", &self.by_status),
+        ] {
+            if counts.is_empty() {
+                continue;
+            }
+            out.push_str(&format!("{title}:\n"));
+            let mut sorted: Vec<_> = counts.iter().collect();
+            sorted.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+            for (name, count) in sorted {
+                out.push_str(&format!("  {count:>8}  {name}\n"));
+            }
+        }
+        if self.undecodable > 0 {
+            out.push_str(&format!("undecodable: {}\n", self.undecodable));
+        }
+        out
+    }
+
+    /// The summary as JSON.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "total": self.total,
+            "by_reason": self.by_reason,
+            "by_endpoint": self.by_endpoint,
+            "by_status": self.by_status,
+            "oldest": self.oldest_ms.map(format_ms),
+            "newest": self.newest_ms.map(format_ms),
+            "undecodable": self.undecodable,
+            "hidden_handled": self.hidden_handled,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use hookline_core::envelope::ErrorReason;
+
+    use super::*;
+    use crate::actions::{Action, ActionKind, History};
+    use crate::record::fixtures::record;
+
+    fn selected(endpoint: &str, reason: ErrorReason, at: i64) -> Selected {
+        Selected {
+            record: record(0, 7, endpoint, reason, at),
+            history: History::default(),
+        }
+    }
+
+    #[test]
+    fn rows_line_up_with_the_header_and_show_history() {
+        let mut s = selected("ep-a", ErrorReason::RetriesExhausted, 1_714_564_800_000);
+        s.history.0.push(Action {
+            note: Some("receiver fixed".into()),
+            ..Action::new(ActionKind::Resolved, 1_714_564_900_000, "bob")
+        });
+        let row = table_row(&s);
+        let header = table_header();
+        let first = row.lines().next().expect("a line");
+        assert_eq!(first.find("2024-05-01 12:00:00"), header.find("PARKED AT"));
+        assert_eq!(first.find("resolved"), header.find("STATUS"));
+        assert_eq!(first.find("HTTP 503"), header.find("ERROR"));
+        assert_eq!(
+            row.lines().nth(1),
+            Some("    2024-05-01T12:01:40.000Z resolved by bob: receiver fixed")
+        );
+        assert_eq!(cell("abcdef", 4), "abc…");
+    }
+
+    #[test]
+    fn summary_counts_and_bounds() {
+        let mut summary = Summary::default();
+        summary.add(&selected("a", ErrorReason::BlockedUrl, 3_000));
+        summary.add(&selected("a", ErrorReason::RetriesExhausted, 1_000));
+        summary.add(&selected("b", ErrorReason::RetriesExhausted, 2_000));
+        assert_eq!(summary.total, 3);
+        assert_eq!(summary.by_reason["retries_exhausted"], 2);
+        assert_eq!(summary.by_endpoint["a"], 2);
+        assert_eq!(summary.oldest_ms, Some(1_000));
+        assert_eq!(summary.newest_ms, Some(3_000));
+        let text = summary.to_text();
+        assert!(text.starts_with("3 records\n"), "{text}");
+        assert!(
+            text.contains("by reason:\n         2  retries_exhausted\n         1  blocked_url\n"),
+            "{text}"
+        );
+        assert_eq!(summary.to_json()["by_endpoint"]["b"], 1);
+    }
+}
