@@ -5,6 +5,7 @@ use hookline_core::envelope::{
     DlqEnvelope, DlqHeader, ENVELOPE_VERSION, ErrorReason, derived_event_id, truncate_message,
 };
 use hookline_core::headers::DeliveryMeta;
+use hookline_core::url_guard::redact_url;
 
 use crate::record::SourceRecord;
 
@@ -17,6 +18,32 @@ pub struct Failure {
     pub message: String,
     /// The last HTTP status, when there was an answer.
     pub last_status: Option<u16>,
+    /// The URL the delivery was for, once the endpoint was known.
+    pub target_url: Option<String>,
+}
+
+impl Failure {
+    /// A failure before any answer.
+    pub fn new(reason: ErrorReason, message: impl Into<String>) -> Self {
+        Failure {
+            reason,
+            message: message.into(),
+            last_status: None,
+            target_url: None,
+        }
+    }
+
+    /// The same failure, with the last HTTP status.
+    pub fn with_status(mut self, status: Option<u16>) -> Self {
+        self.last_status = status;
+        self
+    }
+
+    /// The same failure, for a delivery to `url`.
+    pub fn at(mut self, url: &str) -> Self {
+        self.target_url = Some(url.to_owned());
+        self
+    }
 }
 
 /// The envelope for `record`, which failed as `failure` said after the attempts in `meta`.
@@ -46,7 +73,12 @@ pub fn build_envelope(
                 .and_then(|k| std::str::from_utf8(k).ok())
                 .map(str::to_owned)
         }),
-        endpoint_url: event.and_then(|e| e.endpoint_url.clone()),
+        // Never the query string or user info: they may hold credentials.
+        endpoint_url: failure
+            .target_url
+            .as_deref()
+            .or_else(|| event.and_then(|e| e.endpoint_url.as_deref()))
+            .map(redact_url),
         original_topic: meta.original_topic.clone(),
         original_partition: meta.original_partition,
         original_offset: meta.original_offset,
@@ -103,11 +135,9 @@ mod tests {
 
     #[test]
     fn keeps_the_original_place_bytes_and_headers() {
-        let failure = Failure {
-            reason: ErrorReason::RetriesExhausted,
-            message: "HTTP 503".to_owned(),
-            last_status: Some(503),
-        };
+        let failure = Failure::new(ErrorReason::RetriesExhausted, "HTTP 503")
+            .with_status(Some(503))
+            .at("https://user:pw@example.com/hook?token=secret");
         let envelope = build_envelope(&record(), &meta(), None, &failure, 9_000, "d-1");
         assert_eq!(envelope.original_topic, "webhook-events");
         assert_eq!(envelope.original_partition, 1);
@@ -128,5 +158,8 @@ mod tests {
             "hookline's own headers are not kept"
         );
         assert_eq!(envelope.original_headers[0].key, "traceparent");
+        let url = envelope.endpoint_url.expect("the target URL");
+        assert!(url.starts_with("https://example.com/hook"), "{url}");
+        assert!(!url.contains("secret") && !url.contains("pw"), "{url}");
     }
 }

@@ -25,4 +25,4 @@ pub use config::{
 };
 pub use dispatcher::{Running, start};
 pub use error::{DispatchError, Result};
-pub use metrics::Metrics;
+pub use metrics::{Metrics, Totals};

@@ -1,7 +1,8 @@
 //! Delivery telemetry as named events: each one emits its log line and its metric together,
 //! with low-cardinality labels (reason codes, tier names; never URLs or messages).
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -48,6 +49,18 @@ pub struct Metrics {
     latency: Histogram,
     in_flight: Gauge,
     lag: Gauge,
+    totals: Arc<Mutex<Totals>>,
+}
+
+/// Running totals of one dispatcher, for programs that embed it (the demo's summary).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Totals {
+    /// Deliveries that succeeded.
+    pub succeeded: u64,
+    /// Records scheduled into each retry tier (by tier suffix), deferrals included.
+    pub retries_by_tier: BTreeMap<String, u64>,
+    /// Records parked in the DLQ, by reason code.
+    pub dlq_by_reason: BTreeMap<String, u64>,
 }
 
 impl Default for Metrics {
@@ -118,7 +131,19 @@ impl Metrics {
             latency,
             in_flight,
             lag,
+            totals: Arc::default(),
         }
+    }
+
+    /// The totals so far.
+    pub fn totals(&self) -> Totals {
+        self.lock_totals().clone()
+    }
+
+    fn lock_totals(&self) -> std::sync::MutexGuard<'_, Totals> {
+        self.totals
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The Prometheus text exposition of every metric.
@@ -139,24 +164,28 @@ impl Metrics {
     }
 
     pub(crate) fn delivered(&self) {
-        self.deliveries
-            .get_or_create(&StatusLabel {
-                status: "succeeded",
-            })
-            .inc();
+        let status = StatusLabel {
+            status: "succeeded",
+        };
+        self.deliveries.get_or_create(&status).inc();
+        self.lock_totals().succeeded += 1;
     }
 
     pub(crate) fn retry_scheduled(&self, tier: &str) {
-        self.deliveries
-            .get_or_create(&StatusLabel {
-                status: "retry_scheduled",
-            })
-            .inc();
+        let status = StatusLabel {
+            status: "retry_scheduled",
+        };
+        self.deliveries.get_or_create(&status).inc();
         self.retries
             .get_or_create(&TierLabel {
                 tier: tier.to_owned(),
             })
             .inc();
+        *self
+            .lock_totals()
+            .retries_by_tier
+            .entry(tier.to_owned())
+            .or_default() += 1;
     }
 
     pub(crate) fn parked(&self, reason: &'static str) {
@@ -164,6 +193,11 @@ impl Metrics {
             .get_or_create(&StatusLabel { status: "dlq" })
             .inc();
         self.dlq.get_or_create(&ReasonLabel { reason }).inc();
+        *self
+            .lock_totals()
+            .dlq_by_reason
+            .entry(reason.to_owned())
+            .or_default() += 1;
     }
 
     pub(crate) fn set_in_flight(&self, value: usize) {

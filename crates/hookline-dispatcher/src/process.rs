@@ -78,11 +78,10 @@ pub(crate) async fn deliver(ctx: &Ctx, record: &SourceRecord) -> Result<Finished
     let meta = match record.meta() {
         Ok(meta) => meta.unwrap_or_else(|| fresh_meta(record)),
         Err(error) => {
-            let failure = Failure {
-                reason: ErrorReason::MalformedEvent,
-                message: format!("unreadable hookline headers: {error}"),
-                last_status: None,
-            };
+            let failure = Failure::new(
+                ErrorReason::MalformedEvent,
+                format!("unreadable hookline headers: {error}"),
+            );
             return reject(ctx, &mut life, record, &fresh_meta(record), None, failure).await;
         }
     };
@@ -96,27 +95,19 @@ pub(crate) async fn deliver(ctx: &Ctx, record: &SourceRecord) -> Result<Finished
     span.record("event_id", event.event_id.as_str());
     span.record("endpoint", event.endpoint_id.as_str());
     if let Err(error) = event.validate(ctx.settings.max_payload_bytes) {
-        let failure = Failure {
-            reason: error.reason(),
-            message: error.to_string(),
-            last_status: None,
-        };
+        let failure = Failure::new(error.reason(), error.to_string());
         return reject(ctx, &mut life, record, &meta, Some(&event), failure).await;
     }
     let Some(endpoint) = ctx.endpoints.get(&event.endpoint_id) else {
-        let failure = Failure {
-            reason: ErrorReason::UnknownEndpoint,
-            message: format!("no endpoint {:?} is configured", event.endpoint_id),
-            last_status: None,
-        };
+        let failure = Failure::new(
+            ErrorReason::UnknownEndpoint,
+            format!("no endpoint {:?} is configured", event.endpoint_id),
+        );
         return reject(ctx, &mut life, record, &meta, Some(&event), failure).await;
     };
     if !endpoint.config.enabled {
-        let failure = Failure {
-            reason: ErrorReason::EndpointDisabled,
-            message: format!("endpoint {} is disabled", endpoint.id),
-            last_status: None,
-        };
+        let message = format!("endpoint {} is disabled", endpoint.id);
+        let failure = Failure::new(ErrorReason::EndpointDisabled, message).at(&endpoint.config.url);
         return reject(ctx, &mut life, record, &meta, Some(&event), failure).await;
     }
     let url = event
@@ -124,11 +115,7 @@ pub(crate) async fn deliver(ctx: &Ctx, record: &SourceRecord) -> Result<Finished
         .as_deref()
         .unwrap_or(&endpoint.config.url);
     if let Err(error) = precheck(url, &ctx.settings.address_policy).await {
-        let failure = Failure {
-            reason: ErrorReason::BlockedUrl,
-            message: error.to_string(),
-            last_status: None,
-        };
+        let failure = Failure::new(ErrorReason::BlockedUrl, error.to_string()).at(url);
         return reject(ctx, &mut life, record, &meta, Some(&event), failure).await;
     }
     life.step(Step::Process);
@@ -224,11 +211,10 @@ pub(crate) async fn deliver(ctx: &Ctx, record: &SourceRecord) -> Result<Finished
                         Exhaustion::MaxAttempts => ErrorReason::RetriesExhausted,
                         Exhaustion::MaxAge => ErrorReason::MaxAgeExceeded,
                     };
-                    let failure = Failure {
-                        reason,
-                        message: format!("after {attempt_no} attempts: {}", attempt.detail),
-                        last_status: status_of(&attempt.outcome),
-                    };
+                    let message = format!("after {attempt_no} attempts: {}", attempt.detail);
+                    let failure = Failure::new(reason, message)
+                        .with_status(status_of(&attempt.outcome))
+                        .at(url);
                     park(ctx, &mut life, record, &next, Some(&event), failure).await
                 }
             }
@@ -245,11 +231,9 @@ pub(crate) async fn deliver(ctx: &Ctx, record: &SourceRecord) -> Result<Finished
             next.attempt = attempt_no;
             next.first_attempt_at_ms = Some(first_attempt_at);
             next.last_error = Some(attempt.detail.clone());
-            let failure = Failure {
-                reason: ErrorReason::NonRetryableStatus,
-                message: attempt.detail.clone(),
-                last_status: status_of(&attempt.outcome),
-            };
+            let failure = Failure::new(ErrorReason::NonRetryableStatus, attempt.detail.clone())
+                .with_status(status_of(&attempt.outcome))
+                .at(url);
             park(ctx, &mut life, record, &next, Some(&event), failure).await
         }
     }
@@ -262,13 +246,7 @@ async fn decode(
     ctx: &Ctx,
     record: &SourceRecord,
 ) -> Result<Result<WebhookEvent, Failure>, Abandoned> {
-    let malformed = |message: String| {
-        Ok(Err(Failure {
-            reason: ErrorReason::MalformedEvent,
-            message,
-            last_status: None,
-        }))
-    };
+    let malformed = |message: String| Ok(Err(Failure::new(ErrorReason::MalformedEvent, message)));
     let Some(value) = record.value.as_deref() else {
         return malformed("the record has no value".to_owned());
     };
@@ -357,16 +335,18 @@ async fn defer(
     if let (Some(max_age), Some(first)) = (endpoint.retry.max_age, meta.first_attempt_at_ms)
         && now.saturating_sub(first) > millis(max_age)
     {
-        let failure = Failure {
-            reason: ErrorReason::MaxAgeExceeded,
-            message: format!("{why} past the maximum age"),
-            last_status: None,
-        };
+        let failure = Failure::new(
+            ErrorReason::MaxAgeExceeded,
+            format!("{why} past the maximum age"),
+        );
         let mut life = Lifecycle::resumed(&ctx.metrics);
         return park(ctx, &mut life, record, meta, None, failure).await;
     }
     let mut next = meta.clone();
     next.due_at_ms = Some(now.saturating_add(millis(tier.delay)));
+    // A deferred record's age counts from its first deferral too, so that a breaker that
+    // never closes still ends in the DLQ after the maximum age.
+    next.first_attempt_at_ms = Some(meta.first_attempt_at_ms.unwrap_or(now));
     let topic = tiers.topic(&ctx.settings.events_topic, tier);
     ctx.router.schedule_retry(record, &next, &topic).await?;
     ctx.metrics.retry_scheduled(&tier.suffix);

@@ -1,6 +1,8 @@
 //! The subcommands, one file each, and the options they share.
 
+mod demo;
 mod dispatch;
+mod dlq;
 mod endpoints;
 mod publish;
 mod topics;
@@ -34,6 +36,10 @@ enum Command {
     Endpoints(endpoints::EndpointsArgs),
     /// Run a dispatcher (one replica of the consumer group) until SIGTERM or SIGINT.
     Dispatch(dispatch::DispatchArgs),
+    /// Inspect, redrive, resolve and archive the dead-letter topic.
+    Dlq(dlq::DlqArgs),
+    /// Show deliveries, retries and the DLQ on the local stack with a scripted receiver.
+    Demo(demo::DemoArgs),
 }
 
 impl Cli {
@@ -45,6 +51,8 @@ impl Cli {
             Command::Topics(args) => topics::run(args, &context).await,
             Command::Endpoints(args) => endpoints::run(args, &context).await,
             Command::Dispatch(args) => dispatch::run(args, &context).await,
+            Command::Dlq(args) => dlq::run(args, &context).await,
+            Command::Demo(args) => demo::run(args, &context).await,
         }
     }
 }
