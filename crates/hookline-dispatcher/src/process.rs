@@ -138,6 +138,9 @@ pub(crate) async fn deliver(ctx: &Ctx, record: &SourceRecord) -> Result<Finished
         let Ok(_endpoint_permit) = Arc::clone(&endpoint.permits).acquire_owned().await else {
             return Err(Abandoned);
         };
+        if let Some(limiter) = &endpoint.limiter {
+            limiter.until_ready().await;
+        }
         let Ok(_global_permit) = Arc::clone(&ctx.global).acquire_owned().await else {
             return Err(Abandoned);
         };

@@ -500,3 +500,30 @@ async fn a_dead_endpoint_does_not_hold_up_a_healthy_one() {
     assert!(h.receiver.count("dead") >= 1, "the dead endpoint was tried");
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_endpoint_rate_limit_spaces_its_deliveries() {
+    let mut h = Harness::new("rate").await;
+    let url = h.receiver.script("slow-down", |_| Reply::Status(200));
+    h.put_endpoint(
+        "ep-rate",
+        serde_json::json!({ "url": url, "rate_limit_per_s": 5.0 }),
+    )
+    .await;
+    h.start(h.config()).await;
+    for n in 0..6 {
+        h.publish_json(&event("ep-rate", n)).await;
+    }
+    wait_until(DEADLINE, "six deliveries", || async {
+        (h.receiver.count("slow-down") >= 6).then_some(())
+    })
+    .await;
+    let received = h.receiver.received("slow-down");
+    let span = received[5].at - received[0].at;
+    // Five gaps of 200 ms at 5 per second (with a little slack for timer granularity).
+    assert!(
+        span >= Duration::from_millis(950),
+        "six deliveries within {span:?}"
+    );
+    h.stop().await;
+}

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use hookline_core::endpoint::EndpointConfig;
 use hookline_core::policy::RetryPolicy;
 use hookline_core::signing::SigningSecret;
@@ -47,6 +48,8 @@ pub struct Endpoint {
     pub permits: Arc<Semaphore>,
     /// Its circuit breaker.
     pub breaker: Arc<Mutex<CircuitBreaker>>,
+    /// Its rate limit, when it has one.
+    pub limiter: Option<Arc<DefaultDirectRateLimiter>>,
     /// Records waiting for or holding one of its permits.
     queued: Arc<AtomicUsize>,
 }
@@ -173,6 +176,13 @@ impl EndpointTable {
                 Arc::new(AtomicUsize::new(0)),
             ),
         };
+        let limiter = match (endpoints.get(id), config.rate_limit_per_s) {
+            (Some(old), Some(rate)) if old.config.rate_limit_per_s == Some(rate) => {
+                old.limiter.clone()
+            }
+            (_, Some(rate)) => rate_limiter(rate),
+            (_, None) => None,
+        };
         let endpoint = Endpoint {
             id: id.to_owned(),
             config,
@@ -182,6 +192,7 @@ impl EndpointTable {
             timeout,
             permits,
             breaker,
+            limiter,
             queued,
         };
         endpoints.insert(id.to_owned(), Arc::new(endpoint));
@@ -196,6 +207,13 @@ impl EndpointTable {
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         endpoints.remove(id);
     }
+}
+
+/// A limiter that lets `rate` deliveries start per second, one at a time (no bursts).
+fn rate_limiter(rate: f64) -> Option<Arc<DefaultDirectRateLimiter>> {
+    let period = Duration::try_from_secs_f64(1.0 / rate).ok()?;
+    let quota = Quota::with_period(period.max(Duration::from_nanos(1)))?;
+    Some(Arc::new(RateLimiter::direct(quota)))
 }
 
 fn semaphore(permits: u32) -> Arc<Semaphore> {
