@@ -2,6 +2,7 @@
 //! the poll loop that hands records to bounded delivery tasks, pauses retry partitions
 //! whose head is not due, and drains on shutdown.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -11,7 +12,7 @@ use hookline_kafka::Registry;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::producer::FutureProducer;
 use rdkafka::{Offset, TopicPartitionList};
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, oneshot};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -22,6 +23,7 @@ use crate::deliver::HttpSender;
 use crate::endpoints::{EndpointDefaults, EndpointTable, follow_topic, load_file};
 use crate::error::{DispatchError, Result};
 use crate::metrics::Metrics;
+use crate::offsets::PartitionKey;
 use crate::process::{Ctx, deliver};
 use crate::record::SourceRecord;
 use crate::route::Router;
@@ -227,6 +229,7 @@ async fn run_loop(
     let settings = Arc::clone(&ctx.settings);
     let pending = Arc::new(Semaphore::new(settings.max_pending));
     let mut tasks = JoinSet::new();
+    let mut chains = OrderChains::new();
     loop {
         let next_resume = shared.next_resume().map(tokio::time::Instant::from_std);
         tokio::select! {
@@ -268,9 +271,16 @@ async fn run_loop(
                     return Err(DispatchError::Internal("pending permits ran out".to_owned()));
                 };
                 ctx.metrics.set_in_flight(shared.start(&key, record.offset));
+                let (after, done) = order_chain(&ctx, &record, &mut chains);
                 let (ctx, shared, consumer) = (Arc::clone(&ctx), Arc::clone(&shared), Arc::clone(&consumer));
                 tasks.spawn(async move {
                     let _permit = permit;
+                    let _done = done;
+                    if let Some(previous) = after {
+                        // Ends when the previous record of the same strict endpoint is done
+                        // (its sender dropped), whatever its outcome.
+                        let _ = previous.await;
+                    }
                     if deliver(&ctx, &record).await.is_ok() {
                         ctx.metrics.set_in_flight(shared.finish(consumer.as_ref(), &key, record.offset));
                     }
@@ -313,6 +323,35 @@ async fn run_loop(
     .map_err(|error| DispatchError::Internal(format!("closing the consumer: {error}")))?;
     tracing::info!("dispatcher stopped");
     Ok(())
+}
+
+/// The last record of each strict-ordering endpoint per partition: the next one waits for it.
+type OrderChains = HashMap<(PartitionKey, String), oneshot::Receiver<()>>;
+
+/// For a record of a strict-ordering endpoint (its key names the endpoint): what to wait
+/// for before delivering it, and the sender whose drop lets the next one go.
+fn order_chain(
+    ctx: &Ctx,
+    record: &SourceRecord,
+    chains: &mut OrderChains,
+) -> (Option<oneshot::Receiver<()>>, Option<oneshot::Sender<()>>) {
+    let Some(endpoint_id) = record
+        .key
+        .as_deref()
+        .and_then(|key| std::str::from_utf8(key).ok())
+    else {
+        return (None, None);
+    };
+    let strict = ctx
+        .endpoints
+        .get(endpoint_id)
+        .is_some_and(|e| e.config.strict_ordering);
+    if !strict {
+        return (None, None);
+    }
+    let (done, next) = oneshot::channel();
+    let previous = chains.insert((record.partition_key(), endpoint_id.to_owned()), next);
+    (previous, Some(done))
 }
 
 async fn sleep_until(at: Option<tokio::time::Instant>) {

@@ -14,6 +14,7 @@ pub(crate) enum Step {
     Fail,
     Reject,
     Schedule,
+    Resume,
     Park,
 }
 
@@ -49,6 +50,7 @@ impl<'a> Lifecycle<'a> {
             Step::Fail => Transition::Fail,
             Step::Reject => Transition::Reject,
             Step::Schedule => Transition::ScheduleRetry,
+            Step::Resume => Transition::Resume,
             Step::Park => Transition::DeadLetter,
         };
         match self.state.transition(transition) {

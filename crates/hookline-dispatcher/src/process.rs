@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::breaker::{Admission, CircuitBreaker};
 use crate::config::Settings;
-use crate::deliver::{HttpSender, RequestParts, build_request, precheck};
+use crate::deliver::{Attempt, HttpSender, RequestParts, build_request, precheck};
 use crate::endpoints::{Endpoint, EndpointTable};
 use crate::envelope::{Failure, build_envelope};
 use crate::lifecycle::{Lifecycle, Step};
@@ -119,127 +119,151 @@ pub(crate) async fn deliver(ctx: &Ctx, record: &SourceRecord) -> Result<Finished
         return reject(ctx, &mut life, record, &meta, Some(&event), failure).await;
     }
     life.step(Step::Process);
-
-    let admission = lock(&endpoint.breaker).admit(Instant::now());
-    let mut probe = match admission {
-        Admission::Reject => return defer(ctx, record, &meta, &endpoint, "circuit open").await,
-        Admission::Probe => Some(ProbeGuard(Some(Arc::clone(&endpoint.breaker)))),
-        Admission::Allow => None,
-    };
-    if endpoint.permits.available_permits() == 0
-        && endpoint.queued() >= ctx.settings.per_endpoint_queue
-    {
-        return defer(ctx, record, &meta, &endpoint, "endpoint queue full").await;
-    }
-    let attempt_no = meta.attempt + 1;
-    let first_attempt_at = meta.first_attempt_at_ms.unwrap_or_else(now_ms);
-    let attempt = {
-        let _queued = endpoint.enqueue();
-        let Ok(_endpoint_permit) = Arc::clone(&endpoint.permits).acquire_owned().await else {
-            return Err(Abandoned);
-        };
-        if let Some(limiter) = &endpoint.limiter {
-            limiter.until_ready().await;
-        }
-        let Ok(_global_permit) = Arc::clone(&ctx.global).acquire_owned().await else {
-            return Err(Abandoned);
-        };
-        let traceparent = record
-            .header("traceparent")
-            .and_then(|value| std::str::from_utf8(value).ok());
-        let request = build_request(
-            &event,
-            RequestParts {
-                url: &endpoint.config.url,
-                secrets: &endpoint.secrets,
-                endpoint_headers: &endpoint.headers,
-                timestamp_s: now_ms() / 1000,
-                traceparent,
-                attempt: attempt_no,
-            },
-        );
-        ctx.http.send(&request, endpoint.timeout).await
-    };
-    let classification = classify(attempt.outcome, &ctx.settings.classify);
-    let now = now_ms();
-    match classification {
-        Classification::Success => {
-            if let Some(probe) = probe.take() {
-                probe.disarm();
+    // A strict-ordering endpoint gets its records one after the other, in partition order
+    // (the poll loop chains them): a failed attempt is retried here, after its backoff,
+    // rather than through a tier, so nothing overtakes it.
+    let strict = endpoint.config.strict_ordering;
+    let mut meta = meta;
+    loop {
+        let mut probe = None;
+        if !strict {
+            let admission = lock(&endpoint.breaker).admit(Instant::now());
+            match admission {
+                Admission::Reject => {
+                    return defer(ctx, record, &meta, &endpoint, "circuit open").await;
+                }
+                Admission::Probe => probe = Some(ProbeGuard(Some(Arc::clone(&endpoint.breaker)))),
+                Admission::Allow => {}
             }
-            lock(&endpoint.breaker).record_success();
-            ctx.metrics.attempt("success", attempt.took);
-            life.step(Step::Succeed);
-            ctx.metrics.delivered();
-            tracing::info!(took_ms = attempt.took.as_millis(), "delivered");
-            Ok(Finished::Delivered)
-        }
-        Classification::Retryable {
-            reason,
-            retry_after,
-        } => {
-            if let Some(probe) = probe.take() {
-                probe.disarm();
+            if endpoint.permits.available_permits() == 0
+                && endpoint.queued() >= ctx.settings.per_endpoint_queue
+            {
+                return defer(ctx, record, &meta, &endpoint, "endpoint queue full").await;
             }
-            lock(&endpoint.breaker).record_failure(Instant::now());
-            ctx.metrics.attempt(reason.code(), attempt.took);
-            life.step(Step::Fail);
-            let mut next = meta.clone();
-            next.attempt = attempt_no;
-            next.first_attempt_at_ms = Some(first_attempt_at);
-            next.last_error = Some(attempt.detail.clone());
-            let decision = endpoint.retry.decide(
-                attempt_no,
-                first_attempt_at,
-                now,
+        }
+        let attempt_no = meta.attempt + 1;
+        tracing::Span::current().record("attempt", attempt_no);
+        let first_attempt_at = meta.first_attempt_at_ms.unwrap_or_else(now_ms);
+        let attempt = attempt_once(ctx, &endpoint, &event, record, attempt_no).await?;
+        let classification = classify(attempt.outcome, &ctx.settings.classify);
+        if let Some(probe) = probe.take() {
+            probe.disarm();
+        }
+        let now = now_ms();
+        let mut next = meta.clone();
+        next.attempt = attempt_no;
+        next.first_attempt_at_ms = Some(first_attempt_at);
+        next.last_error = Some(attempt.detail.clone());
+        let (reason, retry_after) = match classification {
+            Classification::Success => {
+                lock(&endpoint.breaker).record_success();
+                ctx.metrics.attempt("success", attempt.took);
+                life.step(Step::Succeed);
+                ctx.metrics.delivered();
+                tracing::info!(took_ms = attempt.took.as_millis(), "delivered");
+                return Ok(Finished::Delivered);
+            }
+            Classification::NonRetryable { reason } => {
+                // The endpoint answered: it is up, whatever it thought of this request.
+                lock(&endpoint.breaker).record_success();
+                ctx.metrics.attempt(reason.code(), attempt.took);
+                life.step(Step::Fail);
+                let failure = Failure::new(ErrorReason::NonRetryableStatus, attempt.detail.clone())
+                    .with_status(status_of(&attempt.outcome))
+                    .at(url);
+                return park(ctx, &mut life, record, &next, Some(&event), failure).await;
+            }
+            Classification::Retryable {
+                reason,
                 retry_after,
-                &mut rand::rng(),
+            } => (reason, retry_after),
+        };
+        lock(&endpoint.breaker).record_failure(Instant::now());
+        ctx.metrics.attempt(reason.code(), attempt.took);
+        life.step(Step::Fail);
+        let decision = endpoint.retry.decide(
+            attempt_no,
+            first_attempt_at,
+            now,
+            retry_after,
+            &mut rand::rng(),
+        );
+        let delay = match decision {
+            RetryDecision::RetryIn(delay) => delay,
+            RetryDecision::Exhausted(exhaustion) => {
+                let reason = match exhaustion {
+                    Exhaustion::MaxAttempts => ErrorReason::RetriesExhausted,
+                    Exhaustion::MaxAge => ErrorReason::MaxAgeExceeded,
+                };
+                let message = format!("after {attempt_no} attempts: {}", attempt.detail);
+                let failure = Failure::new(reason, message)
+                    .with_status(status_of(&attempt.outcome))
+                    .at(url);
+                return park(ctx, &mut life, record, &next, Some(&event), failure).await;
+            }
+        };
+        if strict {
+            tracing::info!(
+                error = %attempt.detail, delay_ms = millis(delay),
+                "attempt failed; retrying in place to keep the endpoint's order"
             );
-            match decision {
-                RetryDecision::RetryIn(delay) => {
-                    let tier = ctx.settings.tiers.tier_for(delay);
-                    let topic = ctx.settings.tiers.topic(&ctx.settings.events_topic, tier);
-                    next.due_at_ms = Some(now.saturating_add(millis(delay)));
-                    ctx.router.schedule_retry(record, &next, &topic).await?;
-                    life.step(Step::Schedule);
-                    ctx.metrics.retry_scheduled(&tier.suffix);
-                    tracing::info!(
-                        error = %attempt.detail, delay_ms = millis(delay), tier = %tier.suffix,
-                        "attempt failed; retry scheduled"
-                    );
-                    Ok(Finished::RetryScheduled)
-                }
-                RetryDecision::Exhausted(exhaustion) => {
-                    let reason = match exhaustion {
-                        Exhaustion::MaxAttempts => ErrorReason::RetriesExhausted,
-                        Exhaustion::MaxAge => ErrorReason::MaxAgeExceeded,
-                    };
-                    let message = format!("after {attempt_no} attempts: {}", attempt.detail);
-                    let failure = Failure::new(reason, message)
-                        .with_status(status_of(&attempt.outcome))
-                        .at(url);
-                    park(ctx, &mut life, record, &next, Some(&event), failure).await
-                }
+            life.step(Step::Schedule);
+            tokio::select! {
+                () = ctx.abandon.cancelled() => return Err(Abandoned),
+                () = tokio::time::sleep(delay) => {}
             }
+            life.step(Step::Resume);
+            meta = next;
+            continue;
         }
-        Classification::NonRetryable { reason } => {
-            if let Some(probe) = probe.take() {
-                probe.disarm();
-            }
-            // The endpoint answered: it is up, whatever it thought of this request.
-            lock(&endpoint.breaker).record_success();
-            ctx.metrics.attempt(reason.code(), attempt.took);
-            life.step(Step::Fail);
-            let mut next = meta.clone();
-            next.attempt = attempt_no;
-            next.first_attempt_at_ms = Some(first_attempt_at);
-            next.last_error = Some(attempt.detail.clone());
-            let failure = Failure::new(ErrorReason::NonRetryableStatus, attempt.detail.clone())
-                .with_status(status_of(&attempt.outcome))
-                .at(url);
-            park(ctx, &mut life, record, &next, Some(&event), failure).await
-        }
+        let tier = ctx.settings.tiers.tier_for(delay);
+        let topic = ctx.settings.tiers.topic(&ctx.settings.events_topic, tier);
+        next.due_at_ms = Some(now.saturating_add(millis(delay)));
+        ctx.router.schedule_retry(record, &next, &topic).await?;
+        life.step(Step::Schedule);
+        ctx.metrics.retry_scheduled(&tier.suffix);
+        tracing::info!(
+            error = %attempt.detail, delay_ms = millis(delay), tier = %tier.suffix,
+            "attempt failed; retry scheduled"
+        );
+        return Ok(Finished::RetryScheduled);
     }
+}
+
+/// One HTTP attempt within the endpoint's limits: its concurrency permit, its rate limit,
+/// then a global permit.
+async fn attempt_once(
+    ctx: &Ctx,
+    endpoint: &Endpoint,
+    event: &WebhookEvent,
+    record: &SourceRecord,
+    attempt_no: u32,
+) -> Result<Attempt, Abandoned> {
+    let _queued = endpoint.enqueue();
+    let Ok(_endpoint_permit) = Arc::clone(&endpoint.permits).acquire_owned().await else {
+        return Err(Abandoned);
+    };
+    if let Some(limiter) = &endpoint.limiter {
+        limiter.until_ready().await;
+    }
+    let Ok(_global_permit) = Arc::clone(&ctx.global).acquire_owned().await else {
+        return Err(Abandoned);
+    };
+    let traceparent = record
+        .header("traceparent")
+        .and_then(|value| std::str::from_utf8(value).ok());
+    let request = build_request(
+        event,
+        RequestParts {
+            url: &endpoint.config.url,
+            secrets: &endpoint.secrets,
+            endpoint_headers: &endpoint.headers,
+            timestamp_s: now_ms() / 1000,
+            traceparent,
+            attempt: attempt_no,
+        },
+    );
+    Ok(ctx.http.send(&request, endpoint.timeout).await)
 }
 
 /// Decodes the record's value: Confluent-framed Avro when it starts with the magic byte,

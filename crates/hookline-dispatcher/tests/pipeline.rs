@@ -527,3 +527,51 @@ async fn an_endpoint_rate_limit_spaces_its_deliveries() {
     );
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_strict_ordering_endpoint_gets_its_events_in_order_even_through_failures() {
+    let mut h = Harness::new("strict").await;
+    // The first event fails twice; nothing after it may arrive before it succeeds.
+    let url = h.receiver.script("ordered", |n| {
+        if n < 2 {
+            Reply::Status(503)
+        } else {
+            Reply::Status(200)
+        }
+    });
+    h.put_endpoint(
+        "ep-ordered",
+        serde_json::json!({ "url": url, "strict_ordering": true }),
+    )
+    .await;
+    h.start(h.config()).await;
+    let events: Vec<WebhookEvent> = (0..6).map(|n| event("ep-ordered", n)).collect();
+    for event in &events {
+        h.publish_json(event).await;
+    }
+    wait_until(DEADLINE, "six successful deliveries", || async {
+        (h.receiver.count("ordered") >= 8).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let ids: Vec<String> = h
+        .receiver
+        .received("ordered")
+        .iter()
+        .map(|r| r.header("webhook-id").unwrap_or_default().to_owned())
+        .collect();
+    let expected: Vec<String> = std::iter::repeat_n(events[0].event_id.clone(), 3)
+        .chain(events[1..].iter().map(|e| e.event_id.clone()))
+        .collect();
+    assert_eq!(
+        ids, expected,
+        "the first event's three attempts, then the rest in order"
+    );
+    // Retried in place, not through a tier.
+    assert!(
+        !h.metrics().contains("webhook_retries_total{"),
+        "{}",
+        h.metrics()
+    );
+    h.stop().await;
+}

@@ -5,5 +5,5 @@ mod http;
 mod request;
 
 pub use guard::precheck;
-pub use http::HttpSender;
+pub use http::{Attempt, HttpSender};
 pub use request::{RequestParts, build_request};
