@@ -14,7 +14,7 @@ use hookline_core::schema::WEBHOOK_EVENT_V1;
 use hookline_dispatcher::{DispatcherConfig, Running, start};
 use hookline_kafka::{KafkaSettings, Registry};
 use hookline_testkit::{
-    Receiver, Reply, TestTopics, kafka_settings, read_all, registry_settings, unique_name,
+    Proxy, Receiver, Reply, TestTopics, kafka_settings, read_all, registry_settings, unique_name,
     wait_until,
 };
 use rdkafka::message::{Header, Message, OwnedHeaders, OwnedMessage};
@@ -245,6 +245,26 @@ async fn a_healthy_endpoint_gets_every_event_once_signed_and_unchanged() {
             request.header("webhook-signature"),
             Some(expected_signature(&event.event_id, timestamp, &event.payload).as_str()),
             "a valid Standard Webhooks signature"
+        );
+    }
+    // The admin port answers as an orchestrator and Prometheus expect.
+    let admin = h
+        .running
+        .as_ref()
+        .and_then(|r| r.admin_addr())
+        .expect("admin port");
+    for (path, needle) in [
+        ("healthz", "ok"),
+        ("readyz", "ready"),
+        ("metrics", "webhook_delivery_total"),
+    ] {
+        let response = reqwest::get(format!("http://{admin}/{path}"))
+            .await
+            .expect(path);
+        assert_eq!(response.status(), 200, "/{path}");
+        assert!(
+            response.text().await.expect("body").contains(needle),
+            "/{path}"
         );
     }
     // Nothing more arrives, and nothing went to the DLQ or a retry tier.
@@ -573,5 +593,82 @@ async fn a_strict_ordering_endpoint_gets_its_events_in_order_even_through_failur
         "{}",
         h.metrics()
     );
+    h.stop().await;
+}
+
+/// The offset the group committed for a partition of the main topic, if any.
+fn committed(h: &Harness, group: &str, partition: i32) -> Option<i64> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    let mut config = h.kafka.client_config();
+    config
+        .set("group.id", group)
+        .set("enable.auto.commit", "false");
+    let consumer: BaseConsumer = config.create().expect("consumer");
+    let mut list = rdkafka::TopicPartitionList::new();
+    list.add_partition(&h.topics.events, partition);
+    let committed = consumer
+        .committed_offsets(list, Duration::from_secs(10))
+        .expect("committed");
+    match committed.elements()[0].offset() {
+        rdkafka::Offset::Offset(offset) => Some(offset),
+        _ => None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_registry_outage_holds_the_dlq_write_and_the_commit_until_it_is_back() {
+    let mut h = Harness::new("outage").await;
+    let registry = registry_settings();
+    let target = registry
+        .url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .and_then(|host| host.parse().ok())
+        .expect("the registry URL is http://<ip>:<port>/...");
+    let proxy = Proxy::start(target).await;
+    let gone = h.receiver.script("gone", |_| Reply::Status(410));
+    h.put_endpoint("ep-gone", serde_json::json!({ "url": gone }))
+        .await;
+    let mut config = h.config();
+    config.registry.url = format!("http://{}/apis/ccompat/v7", proxy.addr());
+    config.registry.timeout_ms = 1_000;
+    let group = config.group_id.clone();
+    h.start(config).await;
+
+    proxy.set_down();
+    let event = event("ep-gone", 1);
+    let (partition, offset) = h.publish_json(&event).await;
+    wait_until(DEADLINE, "the attempt", || async {
+        (h.receiver.count("gone") >= 1).then_some(())
+    })
+    .await;
+    // The 410 means the DLQ, but the envelope cannot be encoded: for a while (several
+    // auto-commit intervals) nothing is parked and the record's offset is not committed.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (_, dlq_end) = {
+        use rdkafka::consumer::{BaseConsumer, Consumer};
+        let consumer: BaseConsumer = h.kafka.client_config().create().expect("client");
+        consumer
+            .fetch_watermarks(&h.topics.dlq, 0, Duration::from_secs(10))
+            .expect("watermarks")
+    };
+    assert_eq!(dlq_end, 0, "nothing parked while the registry is away");
+    assert!(
+        committed(&h, &group, partition).is_none_or(|c| c <= offset),
+        "the offset was committed past a record whose outcome was not durable"
+    );
+    assert_eq!(h.receiver.count("gone"), 1, "not attempted again meanwhile");
+
+    proxy.set_up();
+    let dlq = h.dlq(1).await;
+    assert_eq!(dlq[0].0.event_id, event.event_id);
+    assert_eq!(dlq[0].0.error_reason, ErrorReason::NonRetryableStatus);
+    wait_until(DEADLINE, "the commit past the record", || async {
+        committed(&h, &group, partition)
+            .is_some_and(|c| c > offset)
+            .then_some(())
+    })
+    .await;
     h.stop().await;
 }
