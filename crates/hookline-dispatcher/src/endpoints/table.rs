@@ -126,15 +126,11 @@ impl EndpointTable {
             id: id.to_owned(),
             reason,
         };
-        config
-            .validate()
-            .map_err(|error| rejected(error.to_string()))?;
+        // Validating converts too: the parsed secrets come with it.
         let secrets = config
-            .secrets
-            .iter()
-            .map(|secret| secret.parse::<SigningSecret>())
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|error| rejected(error.to_string()))?;
+            .to_endpoint()
+            .map_err(|error| rejected(error.to_string()))?
+            .secrets;
         let retry = match &config.retry {
             Some(over) => self.defaults.retry.with_override(over),
             None => self.defaults.retry,
