@@ -42,7 +42,7 @@ pub enum DlqError {
         source: KafkaError,
     },
     /// The schema registry could not be reached or answered with an error while decoding.
-    #[error("schema registry: {context}")]
+    #[error("{context}")]
     Registry {
         /// What was being done.
         context: String,

@@ -39,7 +39,7 @@ pub async fn mark(
     dry_run: bool,
 ) -> Result<MarkReport> {
     let kafka = sources.kafka;
-    let actions_topic = sources.actions_topic.to_owned();
+    let actions_topic = sources.actions_topic.clone();
     let include_handled = mark == Mark::Note;
     let mut selection =
         Selection::open(sources, filter, ReadOptions::default(), include_handled).await?;

@@ -37,6 +37,26 @@ pub enum SelectedItem {
     Undecodable(Undecodable),
 }
 
+/// The records of an archive (or any list) that `filter` selects, handled ones left out
+/// unless `include_handled`; also returns how many handled ones were left out.
+pub fn select_from(
+    records: Vec<Selected>,
+    filter: &Filter,
+    include_handled: bool,
+) -> (Vec<Selected>, u64) {
+    let mut hidden = 0;
+    let selected = records
+        .into_iter()
+        .filter(|s| filter.matches(&s.record))
+        .filter(|s| {
+            let keep = include_handled || s.status() == Status::Open;
+            hidden += u64::from(!keep);
+            keep
+        })
+        .collect();
+    (selected, hidden)
+}
+
 /// Counts of what a selection read and left out.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SelectionStats {
@@ -68,9 +88,9 @@ pub struct Sources<'a> {
     /// The registry client.
     pub registry: Arc<Registry>,
     /// The DLQ topic.
-    pub dlq_topic: &'a str,
+    pub dlq_topic: String,
     /// The actions topic.
-    pub actions_topic: &'a str,
+    pub actions_topic: String,
 }
 
 impl Selection {
@@ -85,12 +105,12 @@ impl Selection {
         let reader = DlqReader::open(
             sources.kafka,
             sources.registry,
-            sources.dlq_topic,
+            &sources.dlq_topic,
             &filter,
             options,
         )
         .await?;
-        let log = ActionLog::load(sources.kafka, sources.actions_topic).await?;
+        let log = ActionLog::load(sources.kafka, &sources.actions_topic).await?;
         Ok(Selection {
             reader,
             filter,

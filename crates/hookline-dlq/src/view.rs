@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use crate::filter::format_ms;
+use crate::json::{to_json, undecodable_json};
 use crate::record::Undecodable;
-use crate::select::Selected;
+use crate::select::{Selected, SelectedItem};
 
 const COLUMNS: [(&str, usize); 8] = [
     ("PLACE", 9),
@@ -15,7 +16,7 @@ const COLUMNS: [(&str, usize); 8] = [
     ("REASON", 20),
     ("ENDPOINT", 16),
     ("EVENT TYPE", 18),
-    ("EVENT ID", 36),
+    ("EVENT ID", 40),
     ("ATT", 3),
     ("STATUS", 8),
 ];
@@ -96,6 +97,16 @@ pub fn undecodable_row(u: &Undecodable) -> String {
         cell("UNDECODABLE", COLUMNS[2].1),
         u.error
     )
+}
+
+/// An item as printed: its table row (with its history), or one JSON line.
+pub fn item_text(item: &SelectedItem, table: bool) -> String {
+    match (item, table) {
+        (SelectedItem::Record(s), true) => table_row(s),
+        (SelectedItem::Record(s), false) => to_json(s).to_string(),
+        (SelectedItem::Undecodable(u), true) => undecodable_row(u),
+        (SelectedItem::Undecodable(u), false) => undecodable_json(u).to_string(),
+    }
 }
 
 /// Counts by reason, endpoint and status, and the oldest and newest parked times.

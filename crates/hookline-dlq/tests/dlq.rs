@@ -163,5 +163,38 @@ async fn a_missing_topic_or_an_unreachable_registry_is_a_clear_error_and_creates
         .err()
         .expect("an unreachable registry is an error");
     assert!(matches!(error, DlqError::Registry { .. }), "{error:?}");
-    assert!(error.to_string().contains("127.0.0.1:9"), "{error}");
+    let cause = std::error::Error::source(&error).map(ToString::to_string);
+    assert!(
+        cause.as_deref().is_some_and(|c| c.contains("127.0.0.1:9")),
+        "{cause:?}"
+    );
+}
+
+#[tokio::test]
+async fn following_yields_records_parked_after_the_start() {
+    let d = Dlq::new("dlq-follow").await;
+    let first = d
+        .park(0, &envelope("ep-a", "t", ErrorReason::BlockedUrl, now_ms()))
+        .await;
+    let filter = spec().build(now_ms()).expect("valid");
+    let options = ReadOptions {
+        follow: true,
+        ..ReadOptions::default()
+    };
+    let mut reader = DlqReader::open(&d.kafka, Arc::clone(&d.registry), &d.dlq, &filter, options)
+        .await
+        .expect("open");
+    let mut next = async || {
+        tokio::time::timeout(common::DEADLINE, reader.next())
+            .await
+            .expect("a record before the deadline")
+            .expect("read")
+            .expect("following never ends")
+            .place()
+    };
+    assert_eq!(next().await, first);
+    let later = d
+        .park(1, &envelope("ep-b", "t", ErrorReason::BlockedUrl, now_ms()))
+        .await;
+    assert_eq!(next().await, later);
 }

@@ -155,8 +155,8 @@ async fn a_fixed_endpoints_records_are_redriven_once_each_with_their_event_ids()
     let sources = || Sources {
         kafka: &kafka,
         registry: Arc::clone(&registry),
-        dlq_topic: &topics.dlq,
-        actions_topic: &actions,
+        dlq_topic: topics.dlq.clone(),
+        actions_topic: actions.clone(),
     };
     let options = |target: Target, dry_run: bool| RedriveOptions {
         target,
@@ -194,7 +194,7 @@ async fn a_fixed_endpoints_records_are_redriven_once_each_with_their_event_ids()
     assert_eq!(total_records(&topics.events), main_before);
 
     // One record through the 200ms tier, then the rest to the main topic.
-    let one = dry.sent[0].0;
+    let one = dry.sent[0].place;
     let explicit = FilterSpec {
         records: vec![one.to_string()],
         ..FilterSpec::default()
@@ -210,7 +210,7 @@ async fn a_fixed_endpoints_records_are_redriven_once_each_with_their_event_ids()
     .await
     .expect("redrive to a tier");
     assert_eq!(tier.sent.len(), 1);
-    assert!(tier.sent[0].1.starts_with(&topics.tier_topic("200ms")));
+    assert!(tier.sent[0].target.starts_with(&topics.tier_topic("200ms")));
     let mut progress = Vec::new();
     let main = redrive(sources(), ep_fix(), &options(Target::Main, false), |e| {
         progress.push(format!("{e:?}"))

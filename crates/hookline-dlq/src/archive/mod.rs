@@ -34,11 +34,18 @@ impl Format {
     }
 }
 
-/// Writes an archive as records arrive; the file appears only when [`finish`]ed.
+/// What the file writer is sent.
+enum Message {
+    Record(Box<Selected>),
+    Finish,
+}
+
+/// Writes an archive as records arrive; the file appears only when [`finish`]ed (dropped
+/// before that, nothing is left behind).
 ///
 /// [`finish`]: ArchiveWriter::finish
 pub struct ArchiveWriter {
-    records: mpsc::Sender<Selected>,
+    records: mpsc::Sender<Message>,
     task: tokio::task::JoinHandle<Result<u64>>,
     path: PathBuf,
 }
@@ -51,7 +58,7 @@ impl ArchiveWriter {
                 path: path.to_owned(),
             });
         }
-        let (records, mut incoming) = mpsc::channel::<Selected>(256);
+        let (records, mut incoming) = mpsc::channel::<Message>(256);
         let final_path = path.to_owned();
         let topic = dlq_topic.to_owned();
         let task = tokio::task::spawn_blocking(move || {
@@ -59,11 +66,26 @@ impl ArchiveWriter {
             let written = (|| {
                 let file = File::create_new(&partial).map_err(DlqError::io(&partial))?;
                 let mut out = BufWriter::new(file);
-                let records = std::iter::from_fn(|| incoming.blocking_recv());
+                let mut finished = false;
+                let records = std::iter::from_fn(|| match incoming.blocking_recv() {
+                    Some(Message::Record(r)) => Some(*r),
+                    Some(Message::Finish) => {
+                        finished = true;
+                        None
+                    }
+                    None => None,
+                });
                 let count = match format {
                     Format::Avro => avro::write(&final_path, &mut out, &topic, records)?,
                     Format::Jsonl => write_jsonl(&final_path, &mut out, records)?,
                 };
+                if !finished {
+                    return Err(DlqError::Archive {
+                        path: final_path.clone(),
+                        item: 0,
+                        problem: "stopped before the end; nothing written".into(),
+                    });
+                }
                 let file = out
                     .into_inner()
                     .map_err(|e| DlqError::io(&final_path)(e.into_error()))?;
@@ -90,7 +112,8 @@ impl ArchiveWriter {
 
     /// Adds a record.
     pub async fn write(&self, selected: Selected) -> Result<()> {
-        if self.records.send(selected).await.is_err() {
+        let message = Message::Record(Box::new(selected));
+        if self.records.send(message).await.is_err() {
             // The writer stopped early: its error comes from `finish`.
             return Err(DlqError::Archive {
                 path: self.path.clone(),
@@ -103,7 +126,8 @@ impl ArchiveWriter {
 
     /// Finishes the file and moves it into place; returns how many records it holds.
     pub async fn finish(self) -> Result<u64> {
-        drop(self.records);
+        // A writer that stopped early has its own error, returned below.
+        let _ = self.records.send(Message::Finish).await;
         self.task.await.map_err(|join| DlqError::Archive {
             path: self.path.clone(),
             item: 0,
@@ -224,12 +248,28 @@ mod tests {
                 Err(DlqError::FileExists { .. })
             ));
         }
-        let leftovers: Vec<_> = std::fs::read_dir(dir.path())
-            .expect("list")
-            .filter_map(|e| e.ok())
-            .filter(|e| e.file_name().to_string_lossy().contains("partial"))
-            .collect();
-        assert!(leftovers.is_empty());
+        let dropped = dir.path().join("dropped.avro");
+        let writer = ArchiveWriter::create(&dropped, Format::Avro, "t.dlq").expect("create");
+        writer.write(records().remove(0)).await.expect("write");
+        drop(writer);
+        // The writer thread removes its partial file once it sees the channel closed.
+        let partials = || {
+            std::fs::read_dir(dir.path())
+                .expect("list")
+                .filter_map(|e| e.ok())
+                .filter(|e| e.file_name().to_string_lossy().contains("partial"))
+                .count()
+        };
+        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while partials() > 0 && std::time::Instant::now() < give_up {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert!(
+            !dropped.exists(),
+            "an unfinished archive is not left behind"
+        );
+        let leftovers = partials();
+        assert_eq!(leftovers, 0);
     }
 
     #[tokio::test]

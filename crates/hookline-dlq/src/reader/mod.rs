@@ -79,7 +79,8 @@ impl DlqReader {
         )
         .await?;
         registry.ping().await.map_err(|source| DlqError::Registry {
-            context: format!("reaching the registry at {}", registry.url()),
+            context: "DLQ records are decoded through the schema registry, which did not answer"
+                .to_owned(),
             source: Box::new(source),
         })?;
         Ok(DlqReader { raw, registry })
@@ -124,7 +125,11 @@ pub async fn decode(registry: &Registry, message: &OwnedMessage) -> Result<ReadI
         Ok(value) => value,
         Err(source) if source.is_transient() => {
             return Err(DlqError::Registry {
-                context: format!("decoding {}/{}", message.partition(), message.offset()),
+                context: format!(
+                    "decoding DLQ record {}/{} through the schema registry",
+                    message.partition(),
+                    message.offset()
+                ),
                 source: Box::new(source),
             });
         }

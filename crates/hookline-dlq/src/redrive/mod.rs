@@ -65,12 +65,35 @@ pub struct RedriveOptions {
     pub by: String,
 }
 
+/// One record a redrive sent (or, in a dry run, would send).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sent {
+    /// Its place in the DLQ.
+    pub place: RecordRef,
+    /// Its event id.
+    pub event_id: String,
+    /// Its endpoint id, when known.
+    pub endpoint_id: Option<String>,
+    /// Where it went, `topic/partition/offset` (the topic alone in a dry run).
+    pub target: String,
+}
+
+impl Sent {
+    fn new(record: &DlqRecord, target: String) -> Sent {
+        Sent {
+            place: record.place(),
+            event_id: record.envelope.event_id.clone(),
+            endpoint_id: record.envelope.endpoint_id.clone(),
+            target,
+        }
+    }
+}
+
 /// What a redrive did (or, in a dry run, would do).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RedriveReport {
-    /// Records sent (or that would be), each with where it went (`topic/partition/offset`,
-    /// or the topic alone in a dry run).
-    pub sent: Vec<(RecordRef, String)>,
+    /// Records sent (or that would be), in order.
+    pub sent: Vec<Sent>,
     /// Matching records skipped because they were already redriven or resolved.
     pub skipped_handled: u64,
     /// Records that could not be decoded, so were not sent.

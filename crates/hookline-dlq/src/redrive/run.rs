@@ -7,7 +7,7 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use tokio::time::Instant;
 
-use super::{RedriveOptions, RedriveReport, outgoing};
+use super::{RedriveOptions, RedriveReport, Sent, outgoing};
 use crate::actions::{Action, ActionKind, ActionWriter};
 use crate::error::{DlqError, Result};
 use crate::filter::{Filter, now_ms};
@@ -46,8 +46,8 @@ pub async fn redrive(
     mut progress: impl FnMut(RedriveEvent<'_>),
 ) -> Result<RedriveReport> {
     let kafka = sources.kafka;
-    let dlq_topic = sources.dlq_topic.to_owned();
-    let actions_topic = sources.actions_topic.to_owned();
+    let dlq_topic = sources.dlq_topic.clone();
+    let actions_topic = sources.actions_topic.clone();
     let mut selection = Selection::open(sources, filter, ReadOptions::default(), false).await?;
     let mut report = RedriveReport::default();
     let mut planned = Vec::new();
@@ -75,7 +75,7 @@ pub async fn redrive(
     if options.dry_run {
         report.sent = planned
             .iter()
-            .map(|r| (r.place(), target_topic.clone()))
+            .map(|r| Sent::new(r, target_topic.clone()))
             .collect();
         return Ok(report);
     }
@@ -125,7 +125,7 @@ pub async fn redrive(
         writer
             .write(selection.log_mut(), record.place(), action)
             .await?;
-        report.sent.push((record.place(), target.clone()));
+        report.sent.push(Sent::new(record, target.clone()));
         progress(RedriveEvent::Sent {
             done: index + 1,
             total,

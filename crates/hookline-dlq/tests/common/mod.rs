@@ -55,8 +55,8 @@ impl Dlq {
         Sources {
             kafka: &self.kafka,
             registry: Arc::clone(&self.registry),
-            dlq_topic: &self.dlq,
-            actions_topic: &self.actions,
+            dlq_topic: self.dlq.clone(),
+            actions_topic: self.actions.clone(),
         }
     }
 
