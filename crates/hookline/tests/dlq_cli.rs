@@ -6,7 +6,7 @@ use std::process::Output;
 use std::time::Duration;
 
 use hookline_core::envelope::{DlqEnvelope, DlqHeader, ENVELOPE_VERSION, ErrorReason};
-use hookline_core::schema::DLQ_ENVELOPE_V1;
+use hookline_core::schema::dlq_envelope_schema;
 use hookline_dlq::filter::now_ms;
 use hookline_kafka::{Registry, TopicSpec, ensure_topics};
 use hookline_testkit::{kafka_settings, registry_settings, unique_name};
@@ -104,7 +104,7 @@ async fn stack_with(events: &str, envelopes: &[DlqEnvelope]) {
     let producer: FutureProducer = kafka.producer_config().create().expect("producer");
     for e in envelopes {
         let bytes = registry
-            .encode_value(&dlq, DLQ_ENVELOPE_V1, e.to_avro_value())
+            .encode_value(&dlq, &envelope_schema(), e.to_avro_value())
             .await
             .expect("encode");
         let key = e.original_key.clone().unwrap_or_default();
@@ -417,4 +417,9 @@ async fn bad_input_is_a_clear_error_and_changes_nothing() {
 
     assert_eq!(records_in(&events), Some(0), "nothing was redriven");
     assert_eq!(records_in(&actions), Some(0), "nothing was recorded");
+}
+
+/// The envelope schema hookline writes, as JSON (what `to_avro_value` follows).
+fn envelope_schema() -> String {
+    serde_json::to_string(dlq_envelope_schema()).expect("a schema serializes")
 }

@@ -8,7 +8,7 @@ use std::path::Path;
 use apache_avro::types::Value;
 use apache_avro::{Codec, DeflateSettings, Reader, Schema, Writer};
 use hookline_core::envelope::DlqEnvelope;
-use hookline_core::schema::DLQ_ENVELOPE_V1;
+use hookline_core::schema::dlq_envelope_schema;
 
 use crate::actions::{Action, ActionKind, History};
 use crate::error::{DlqError, Result};
@@ -21,10 +21,11 @@ pub const ARCHIVE_RECORD_NAME: &str = "dev.hookline.DlqArchiveRecord";
 /// User metadata key naming the DLQ topic the records came from.
 pub const TOPIC_METADATA_KEY: &str = "hookline.dlq.topic";
 
-/// The archive record schema, as JSON text, built around [`DLQ_ENVELOPE_V1`].
+/// The archive record schema, as JSON text, built around the envelope schema hookline
+/// writes ([`dlq_envelope_schema`], the one [`DlqEnvelope::to_avro_value`] follows).
 pub fn archive_schema_json() -> String {
     let envelope: serde_json::Value =
-        serde_json::from_str(DLQ_ENVELOPE_V1).unwrap_or(serde_json::Value::Null);
+        serde_json::to_value(dlq_envelope_schema()).unwrap_or(serde_json::Value::Null);
     let nullable = |t: serde_json::Value| serde_json::json!(["null", t]);
     serde_json::json!({
         "type": "record",

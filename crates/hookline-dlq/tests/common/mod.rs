@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hookline_core::envelope::{DlqEnvelope, DlqHeader, ENVELOPE_VERSION, ErrorReason};
-use hookline_core::schema::DLQ_ENVELOPE_V1;
+use hookline_core::schema::dlq_envelope_schema;
 use hookline_dlq::filter::now_ms;
 use hookline_dlq::{
     FilterSpec, ReadOptions, RecordRef, Selected, SelectedItem, Selection, Sources,
@@ -64,7 +64,7 @@ impl Dlq {
     pub async fn park(&self, partition: i32, envelope: &DlqEnvelope) -> RecordRef {
         let bytes = self
             .registry
-            .encode_value(&self.dlq, DLQ_ENVELOPE_V1, envelope.to_avro_value())
+            .encode_value(&self.dlq, &envelope_schema(), envelope.to_avro_value())
             .await
             .expect("encode");
         self.raw(partition, &bytes).await
@@ -146,4 +146,9 @@ pub fn envelope(endpoint: &str, event_type: &str, reason: ErrorReason, at_ms: i6
 
 pub fn spec() -> FilterSpec {
     FilterSpec::default()
+}
+
+/// The envelope schema hookline writes, as JSON (what `to_avro_value` follows).
+pub fn envelope_schema() -> String {
+    serde_json::to_string(dlq_envelope_schema()).expect("a schema serializes")
 }
