@@ -33,6 +33,23 @@ pub fn is_hookline_header(name: &str) -> bool {
     name.starts_with(PREFIX)
 }
 
+/// The headers that carry a delivery's retry state ([`DeliveryMeta`]).
+pub const DELIVERY_HEADERS: [&str; 7] = [
+    ATTEMPT,
+    DUE_AT,
+    ORIGINAL_TOPIC,
+    ORIGINAL_PARTITION,
+    ORIGINAL_OFFSET,
+    FIRST_ATTEMPT_AT,
+    LAST_ERROR,
+];
+
+/// Whether a header carries retry state: the dispatcher rewrites these on each retry and
+/// keeps every other header, hookline's provenance headers (`hookline-redriven-*`) included.
+pub fn is_delivery_header(name: &str) -> bool {
+    DELIVERY_HEADERS.contains(&name)
+}
+
 /// A delivery's retry state, as carried in headers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeliveryMeta {

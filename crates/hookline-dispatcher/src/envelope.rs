@@ -4,7 +4,7 @@ use hookline_core::WebhookEvent;
 use hookline_core::envelope::{
     DlqEnvelope, DlqHeader, ENVELOPE_VERSION, ErrorReason, derived_event_id, truncate_message,
 };
-use hookline_core::headers::DeliveryMeta;
+use hookline_core::headers::{DeliveryMeta, is_delivery_header};
 use hookline_core::url_guard::redact_url;
 
 use crate::record::SourceRecord;
@@ -87,7 +87,7 @@ pub fn build_envelope(
         original_headers: record
             .headers
             .iter()
-            .filter(|(name, _)| !name.starts_with("hookline-"))
+            .filter(|(name, _)| !is_delivery_header(name))
             .map(|(name, value)| DlqHeader {
                 key: name.clone(),
                 value: value.clone(),
