@@ -7,7 +7,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use hookline_core::schema::DLQ_ENVELOPE_V1;
+use hookline_core::envelope::ENVELOPE_VERSION;
+use hookline_core::schema::DLQ_ENVELOPE_CURRENT;
 use hookline_kafka::Registry;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::producer::FutureProducer;
@@ -76,11 +77,36 @@ pub async fn start(settings: Settings, shutdown: CancellationToken) -> Result<Ru
     // than the first parked record.
     let registry = Arc::new(Registry::new(&settings.registry)?);
     let dlq_subject = format!("{}-value", settings.dlq_topic);
-    registry
-        .ensure_compatibility(&dlq_subject, settings.dlq_compatibility)
-        .await?;
-    let schema_id = registry.register(&dlq_subject, DLQ_ENVELOPE_V1).await?;
-    tracing::info!(subject = dlq_subject, schema_id, "DLQ schema registered");
+    let level = settings.dlq_compatibility;
+    registry.ensure_compatibility(&dlq_subject, level).await?;
+    // A refusal (409: incompatible with what the subject holds) names the subject, the level
+    // and the registry's own message (the `message` of its JSON answer).
+    let schema_id = registry
+        .register(&dlq_subject, DLQ_ENVELOPE_CURRENT)
+        .await
+        .map_err(|error| match error {
+            hookline_kafka::Error::RegistryRefused { status, body, .. } => {
+                hookline_kafka::Error::RegistryRefused {
+                    context: format!(
+                        "the DLQ envelope schema v{ENVELOPE_VERSION} under subject \
+                         {dlq_subject} with compatibility {level}"
+                    ),
+                    status,
+                    body: serde_json::from_str::<serde_json::Value>(&body)
+                        .ok()
+                        .and_then(|answer| answer.get("message")?.as_str().map(str::to_owned))
+                        .unwrap_or(body),
+                }
+            }
+            other => other,
+        })?;
+    tracing::info!(
+        subject = dlq_subject,
+        schema_id,
+        envelope_version = ENVELOPE_VERSION,
+        compatibility = %level,
+        "DLQ schema registered"
+    );
 
     let mut topics = vec![settings.events_topic.clone(), settings.dlq_topic.clone()];
     topics.extend(settings.tiers.topics(&settings.events_topic));

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hookline_core::envelope::DlqEnvelope;
-use hookline_core::headers::DeliveryMeta;
-use hookline_core::schema::DLQ_ENVELOPE_V1;
+use hookline_core::headers::{DeliveryMeta, is_delivery_header};
+use hookline_core::schema::DLQ_ENVELOPE_CURRENT;
 use hookline_kafka::Registry;
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
@@ -81,7 +81,7 @@ impl Router {
         let bytes = loop {
             match self
                 .registry
-                .encode_value(&self.dlq_topic, DLQ_ENVELOPE_V1, value.clone())
+                .encode_value(&self.dlq_topic, DLQ_ENVELOPE_CURRENT, value.clone())
                 .await
             {
                 Ok(bytes) => break bytes,
@@ -153,7 +153,7 @@ fn carried_headers(record: &SourceRecord, meta: &DeliveryMeta) -> Vec<(String, V
     let mut headers: Vec<(String, Vec<u8>)> = record
         .headers
         .iter()
-        .filter(|(name, _)| !name.starts_with("hookline-"))
+        .filter(|(name, _)| !is_delivery_header(name))
         .map(|(name, value)| (name.clone(), value.clone().unwrap_or_default()))
         .collect();
     headers.extend(

@@ -1,4 +1,5 @@
-//! The Avro encoding of [`DlqEnvelope`] (schema `schemas/dlq_envelope.v1.avsc`).
+//! The Avro encoding of [`DlqEnvelope`]: written with the current schema
+//! (`schemas/dlq_envelope.v2.avsc`), read from values of version 1 or 2.
 
 use apache_avro::Schema;
 use apache_avro::types::Value;
@@ -20,8 +21,10 @@ impl From<FieldProblem> for EnvelopeError {
 }
 
 impl DlqEnvelope {
-    /// The envelope as an Avro value of the `DlqEnvelope` v1 schema (the error message cut
-    /// to [`MAX_ERROR_MESSAGE_LEN`](super::MAX_ERROR_MESSAGE_LEN) bytes).
+    /// The envelope as an Avro value of the current `DlqEnvelope` schema,
+    /// [`DLQ_ENVELOPE_CURRENT`](crate::schema::DLQ_ENVELOPE_CURRENT) (the error message cut
+    /// to [`MAX_ERROR_MESSAGE_LEN`](super::MAX_ERROR_MESSAGE_LEN) bytes, `trace_id` from
+    /// [`DlqEnvelope::trace_id`]). It does not fit the v1 schema.
     pub fn to_avro_value(&self) -> Value {
         let headers = self
             .original_headers
@@ -86,11 +89,16 @@ impl DlqEnvelope {
                 "dispatcher_id".into(),
                 Value::String(self.dispatcher_id.clone()),
             ),
+            (
+                "trace_id".into(),
+                nullable(self.trace_id().map(|id| Value::String(id.to_owned()))),
+            ),
         ])
     }
 
-    /// Reads an envelope from an Avro record value; unions may be wrapped or not, and
-    /// timestamps may be `long` or `timestamp-millis`.
+    /// Reads an envelope from an Avro record value of the v1 or v2 schema; unions may be
+    /// wrapped or not, and timestamps may be `long` or `timestamp-millis`. The v2 `trace_id`
+    /// field is not read: [`DlqEnvelope::trace_id`] derives it from the original headers.
     pub fn from_avro_value(value: Value) -> Result<Self, EnvelopeError> {
         let mut f = RecordFields::new(value)?;
         let original_headers = match f.take("original_headers") {
@@ -167,13 +175,14 @@ impl DlqEnvelope {
         })
     }
 
-    /// The envelope as an Avro datum (no container, no registry framing) of the v1 schema.
+    /// The envelope as an Avro datum (no container, no registry framing) of the current schema.
     pub fn to_avro_datum(&self) -> Result<Vec<u8>, EnvelopeError> {
         encode(dlq_envelope_schema(), self.to_avro_value()).map_err(EnvelopeError::Avro)
     }
 
     /// Decodes an Avro datum written with `writer_schema` (e.g. fetched from the registry
-    /// by the framed schema id), resolving it into the v1 schema.
+    /// by the framed schema id), resolving it into the current schema: a v1 datum gets the
+    /// v2 fields' defaults.
     pub fn from_avro_datum(datum: &[u8], writer_schema: &Schema) -> Result<Self, EnvelopeError> {
         let (value, rest) =
             decode(datum, writer_schema, dlq_envelope_schema()).map_err(EnvelopeError::Avro)?;
@@ -188,6 +197,10 @@ impl DlqEnvelope {
 mod tests {
     use super::*;
     use crate::envelope::{ENVELOPE_VERSION, MAX_ERROR_MESSAGE_LEN, derived_event_id};
+    use crate::schema::DLQ_ENVELOPE_V1;
+
+    const TRACEPARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    const TRACE_ID: &str = "0af7651916cd43dd8448eb211c80319c";
 
     fn full() -> DlqEnvelope {
         DlqEnvelope {
@@ -204,7 +217,7 @@ mod tests {
             original_headers: vec![
                 DlqHeader {
                     key: "traceparent".into(),
-                    value: Some(b"00-abc-def-01".to_vec()),
+                    value: Some(TRACEPARENT.as_bytes().to_vec()),
                 },
                 DlqHeader {
                     key: "x".into(),
@@ -259,6 +272,106 @@ mod tests {
             assert!(e.to_avro_value().validate(dlq_envelope_schema()));
             assert_eq!(round_trip(&e), e);
         }
+    }
+
+    /// The value of field `name` in a decoded record.
+    fn field(value: &Value, name: &str) -> Value {
+        let Value::Record(fields) = value else {
+            panic!("not a record");
+        };
+        let (_, v) = fields.iter().find(|(k, _)| k == name).expect("the field");
+        v.clone()
+    }
+
+    /// `e` as a value of the v1 schema: the current value without the fields v2 added.
+    fn v1_value(e: &DlqEnvelope) -> Value {
+        let Value::Record(fields) = e.to_avro_value() else {
+            panic!("not a record");
+        };
+        Value::Record(
+            fields
+                .into_iter()
+                .filter(|(k, _)| k != "trace_id")
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn v2_writes_the_trace_id_of_the_traceparent_header() {
+        assert_eq!(full().trace_id(), Some(TRACE_ID));
+        assert_eq!(minimal().trace_id(), None);
+        for (e, expected) in [
+            (
+                full(),
+                Value::Union(1, Box::new(Value::String(TRACE_ID.into()))),
+            ),
+            (minimal(), Value::Union(0, Box::new(Value::Null))),
+        ] {
+            let datum = e.to_avro_datum().expect("encode");
+            let (value, _) =
+                decode(&datum, dlq_envelope_schema(), dlq_envelope_schema()).expect("decode");
+            assert_eq!(field(&value, "trace_id"), expected);
+            assert_eq!(field(&value, "envelope_version"), Value::Int(2));
+        }
+    }
+
+    #[test]
+    fn an_invalid_or_missing_traceparent_gives_no_trace_id() {
+        let with = |value: Option<&[u8]>| DlqEnvelope {
+            original_headers: vec![DlqHeader {
+                key: "traceparent".into(),
+                value: value.map(<[u8]>::to_vec),
+            }],
+            ..minimal()
+        };
+        assert_eq!(with(Some(b"00-abc-def-01")).trace_id(), None);
+        assert_eq!(with(Some(&[0xff, 0xfe])).trace_id(), None);
+        assert_eq!(with(None).trace_id(), None);
+        assert_eq!(
+            with(Some(TRACEPARENT.as_bytes())).trace_id(),
+            Some(TRACE_ID)
+        );
+    }
+
+    /// A record written with v1 before the upgrade, read by a v2 reader through Avro schema
+    /// resolution, as a consumer with the v2 schema reads the DLQ's older records.
+    #[test]
+    fn a_v1_datum_decodes_with_the_v2_reader_and_gets_the_defaults() {
+        let v1 = Schema::parse_str(DLQ_ENVELOPE_V1).expect("v1 schema");
+        for e in [full(), minimal()] {
+            let old = DlqEnvelope {
+                envelope_version: 1,
+                ..e
+            };
+            let datum = encode(&v1, v1_value(&old)).expect("encode with v1");
+            let (value, rest) = decode(&datum, &v1, dlq_envelope_schema()).expect("resolve");
+            assert_eq!(rest, 0);
+            assert!(value.validate(dlq_envelope_schema()));
+            assert_eq!(
+                field(&value, "trace_id"),
+                Value::Union(0, Box::new(Value::Null)),
+                "the v2 default"
+            );
+            assert_eq!(DlqEnvelope::from_avro_value(value).expect("read"), old);
+            assert_eq!(
+                DlqEnvelope::from_avro_datum(&datum, &v1).expect("decode"),
+                old
+            );
+        }
+        // Without resolution (a registry-aware reader using the writer schema) too.
+        let datum = encode(&v1, v1_value(&minimal())).expect("encode with v1");
+        let (value, _) = decode(&datum, &v1, &v1).expect("decode");
+        assert_eq!(
+            DlqEnvelope::from_avro_value(value).expect("read"),
+            minimal()
+        );
+    }
+
+    #[test]
+    fn a_v2_value_does_not_fit_the_v1_schema() {
+        let v1 = Schema::parse_str(DLQ_ENVELOPE_V1).expect("v1 schema");
+        assert!(!full().to_avro_value().validate(&v1));
+        assert!(v1_value(&full()).validate(&v1));
     }
 
     #[test]

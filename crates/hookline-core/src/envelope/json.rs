@@ -20,7 +20,8 @@ pub fn bytes_view(bytes: &[u8]) -> Value {
 }
 
 impl DlqEnvelope {
-    /// Every field as JSON, the reason as its symbol, bytes as [`bytes_view`].
+    /// Every field as JSON (with `trace_id` from [`DlqEnvelope::trace_id`]), the reason as
+    /// its symbol, bytes as [`bytes_view`].
     pub fn to_json_view(&self) -> Value {
         let headers: Vec<Value> = self
             .original_headers
@@ -49,6 +50,7 @@ impl DlqEnvelope {
         );
         view.insert("error_timestamp_ms".into(), json!(self.error_timestamp_ms));
         view.insert("dispatcher_id".into(), json!(self.dispatcher_id));
+        view.insert("trace_id".into(), json!(self.trace_id()));
         view.insert("original_topic".into(), json!(self.original_topic));
         view.insert("original_partition".into(), json!(self.original_partition));
         view.insert("original_offset".into(), json!(self.original_offset));

@@ -1,19 +1,29 @@
 //! The dead-letter envelope: a parked delivery with its original record and the reason.
 //!
-//! Schema `schemas/dlq_envelope.v1.avsc`. It keeps the original key, value and headers byte
-//! for byte, so a record can be re-driven unchanged, and holds no endpoint configuration:
-//! no secrets, and the URL only without its query string (see
-//! [`redact_url`](crate::url_guard::redact_url)).
+//! Schema `schemas/dlq_envelope.v2.avsc` (written), which also reads records written with
+//! `v1`. It keeps the original key, value and headers byte for byte, so a record can be
+//! re-driven unchanged, and holds no endpoint configuration: no secrets, and the URL only
+//! without its query string (see [`redact_url`](crate::url_guard::redact_url)).
+//!
+//! Version 2 adds `trace_id`, the W3C trace id of the original record's `traceparent`
+//! header, so that registry-aware tools show and filter by it. It is not stored in
+//! [`DlqEnvelope`]: [`DlqEnvelope::trace_id`] derives it from the headers the envelope keeps
+//! anyway, so the two can never disagree.
 
 mod avro;
 mod json;
 mod reason;
+mod trace;
 
 pub use json::bytes_view;
 pub use reason::{ErrorReason, UnknownReason};
+pub use trace::trace_id_of;
 
-/// The envelope layout version written by this crate.
-pub const ENVELOPE_VERSION: i32 = 1;
+use crate::headers::TRACEPARENT;
+
+/// The envelope layout version written by this crate: that of
+/// [`DLQ_ENVELOPE_CURRENT`](crate::schema::DLQ_ENVELOPE_CURRENT).
+pub const ENVELOPE_VERSION: i32 = 2;
 
 /// Longest `error_message` written, in bytes; longer messages are cut at a char boundary.
 pub const MAX_ERROR_MESSAGE_LEN: usize = 2048;
@@ -21,7 +31,8 @@ pub const MAX_ERROR_MESSAGE_LEN: usize = 2048;
 /// A delivery parked in the dead-letter topic.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DlqEnvelope {
-    /// Envelope layout version ([`ENVELOPE_VERSION`]).
+    /// Layout version the record was parked with: [`ENVELOPE_VERSION`] when written, 1 for
+    /// a record read back that was written with version 1.
     pub envelope_version: i32,
     /// The event id; for a record that could not be parsed, [`derived_event_id`].
     pub event_id: String,
@@ -57,6 +68,21 @@ pub struct DlqEnvelope {
     pub error_timestamp_ms: i64,
     /// Id of the dispatcher instance that parked it.
     pub dispatcher_id: String,
+}
+
+impl DlqEnvelope {
+    /// The W3C trace id of the original record's `traceparent` header (the last one, as the
+    /// dispatcher passes it on to the endpoint); `None` without a valid one. Written as the
+    /// envelope's `trace_id` field.
+    pub fn trace_id(&self) -> Option<&str> {
+        self.original_headers
+            .iter()
+            .rev()
+            .find(|h| h.key == TRACEPARENT)
+            .and_then(|h| h.value.as_deref())
+            .and_then(|v| std::str::from_utf8(v).ok())
+            .and_then(trace_id_of)
+    }
 }
 
 /// One Kafka record header of the original record.
