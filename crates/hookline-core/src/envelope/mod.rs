@@ -11,11 +11,9 @@
 //! anyway, so the two can never disagree.
 
 mod avro;
-mod json;
 mod reason;
 mod trace;
 
-pub use json::bytes_view;
 pub use reason::{ErrorReason, UnknownReason};
 pub use trace::trace_id_of;
 

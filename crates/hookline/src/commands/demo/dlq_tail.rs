@@ -5,9 +5,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use hookline_core::DlqEnvelope;
+use hookline_dlq::{DlqRecord, ReadItem};
 use rdkafka::consumer::{Consumer, StreamConsumer};
-use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 use tokio_util::sync::CancellationToken;
 
@@ -15,7 +14,7 @@ use crate::commands::Context;
 
 /// The DLQ records that arrived since [`DlqTail::start`].
 pub struct DlqTail {
-    records: Arc<Mutex<Vec<DlqEnvelope>>>,
+    records: Arc<Mutex<Vec<DlqRecord>>>,
     stop: CancellationToken,
 }
 
@@ -59,29 +58,22 @@ impl DlqTail {
                     message = consumer.recv() => message,
                 };
                 let Ok(message) = message else { continue };
-                let Some(bytes) = message.payload() else {
-                    continue;
-                };
-                match registry
-                    .decode(bytes)
-                    .await
-                    .map(DlqEnvelope::from_avro_value)
-                {
-                    Ok(Ok(envelope)) => {
-                        sink.lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .push(envelope);
+                match hookline_dlq::reader::decode(&registry, &message.detach()).await {
+                    Ok(ReadItem::Record(record)) => {
+                        sink.lock().unwrap_or_else(|p| p.into_inner()).push(*record);
                     }
-                    Ok(Err(error)) => tracing::warn!(%error, "not a DLQ envelope"),
-                    Err(error) => tracing::warn!(%error, "undecodable DLQ record"),
+                    Ok(ReadItem::Undecodable(undecodable)) => {
+                        tracing::warn!(error = undecodable.error, "undecodable DLQ record");
+                    }
+                    Err(error) => tracing::warn!(%error, "reading the DLQ failed"),
                 }
             }
         });
         Ok(DlqTail { records, stop })
     }
 
-    /// The envelopes read so far.
-    pub fn records(&self) -> Vec<DlqEnvelope> {
+    /// The records read so far.
+    pub fn records(&self) -> Vec<DlqRecord> {
         self.records
             .lock()
             .unwrap_or_else(|p| p.into_inner())

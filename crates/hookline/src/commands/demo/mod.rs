@@ -14,6 +14,7 @@ use hookline_core::policy::{RetryTiers, StrategyKind};
 use hookline_core::signing::SigningSecret;
 use hookline_core::{EndpointConfig, WebhookEvent};
 use hookline_dispatcher::DispatcherConfig;
+use hookline_dlq::{DlqRecord, History, Selected};
 use hookline_producer::{
     Encoding, EndpointStore, Publisher, PublisherConfig, TopicsPlan, provision,
 };
@@ -169,11 +170,11 @@ pub async fn run(args: DemoArgs, context: &Context) -> anyhow::Result<()> {
         let parked: Vec<_> = dlq
             .records()
             .into_iter()
-            .filter(|e| expected.contains(&e.event_id))
+            .filter(|r| expected.contains(&r.envelope.event_id))
             .collect();
         let done: HashSet<&String> = delivered
             .keys()
-            .chain(parked.iter().map(|e| &e.event_id))
+            .chain(parked.iter().map(|r| &r.envelope.event_id))
             .collect();
         if done.len() >= expected.len() {
             break (delivered, parked);
@@ -203,14 +204,21 @@ pub async fn run(args: DemoArgs, context: &Context) -> anyhow::Result<()> {
     );
     if let Some(example) = parked
         .iter()
-        .find(|e| e.error_reason == hookline_core::ErrorReason::RetriesExhausted)
+        .find(|r| r.envelope.error_reason == hookline_core::ErrorReason::RetriesExhausted)
         .or_else(|| parked.first())
     {
         println!(
             "\nOne DLQ record, decoded through the registry (subject {}-value):",
             topics.dlq()
         );
-        println!("{}", serde_json::to_string_pretty(&example.to_json_view())?);
+        let example = Selected {
+            record: example.clone(),
+            history: History::default(),
+        };
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&hookline_dlq::json::to_json(&example))?
+        );
     }
     println!("\nThe receiver and the dispatcher have stopped; the stack keeps running.");
     println!(
@@ -247,7 +255,7 @@ fn demo_event(run: &str, n: usize, endpoint: &str) -> WebhookEvent {
 
 fn print_summary(
     delivered: &HashMap<String, u32>,
-    parked: &[hookline_core::DlqEnvelope],
+    parked: &[DlqRecord],
     totals: &hookline_dispatcher::Totals,
     requests: usize,
     took: Duration,
@@ -258,8 +266,10 @@ fn print_summary(
         *after.entry(*attempt).or_default() += 1;
     }
     let mut reasons: BTreeMap<&str, usize> = BTreeMap::new();
-    for envelope in parked {
-        *reasons.entry(envelope.error_reason.code()).or_default() += 1;
+    for record in parked {
+        *reasons
+            .entry(record.envelope.error_reason.code())
+            .or_default() += 1;
     }
     let join = |items: Vec<String>| {
         if items.is_empty() {
