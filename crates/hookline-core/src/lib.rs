@@ -14,6 +14,7 @@ pub mod policy;
 pub mod schema;
 pub mod signing;
 pub mod state;
+pub mod trace;
 pub mod url_guard;
 
 pub use classify::{AttemptOutcome, Classification, ClassifyConfig, FailureKind, classify};

@@ -9,8 +9,9 @@ use hookline_core::WebhookEvent;
 use hookline_core::classify::{AttemptOutcome, Classification, classify};
 use hookline_core::envelope::ErrorReason;
 use hookline_core::event::confluent_schema_id;
-use hookline_core::headers::DeliveryMeta;
+use hookline_core::headers::{DeliveryMeta, TRACEPARENT};
 use hookline_core::policy::{Exhaustion, RetryDecision};
+use hookline_core::trace::child_traceparent;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
@@ -249,9 +250,11 @@ async fn attempt_once(
     let Ok(_global_permit) = Arc::clone(&ctx.global).acquire_owned().await else {
         return Err(Abandoned);
     };
-    let traceparent = record
-        .header("traceparent")
+    // The attempt is a span of the event's trace (or starts one): receivers can join it.
+    let parent = record
+        .header(TRACEPARENT)
         .and_then(|value| std::str::from_utf8(value).ok());
+    let traceparent = child_traceparent(parent, &mut rand::rng());
     let request = build_request(
         event,
         RequestParts {
@@ -259,7 +262,7 @@ async fn attempt_once(
             secrets: &endpoint.secrets,
             endpoint_headers: &endpoint.headers,
             timestamp_s: now_ms() / 1000,
-            traceparent,
+            traceparent: Some(&traceparent),
             attempt: attempt_no,
         },
     );

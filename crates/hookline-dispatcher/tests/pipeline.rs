@@ -132,6 +132,23 @@ impl Harness {
         (delivery.partition, delivery.offset)
     }
 
+    /// Publishes JSON with a W3C `traceparent` header, as a traced producer would.
+    async fn publish_json_traced(&self, event: &WebhookEvent, traceparent: &str) {
+        let value = event.to_json();
+        let headers = OwnedHeaders::new().insert(Header {
+            key: "traceparent",
+            value: Some(traceparent),
+        });
+        let record = FutureRecord::to(&self.topics.events)
+            .key(&event.endpoint_id)
+            .payload(&value)
+            .headers(headers);
+        self.producer
+            .send(record, DEADLINE)
+            .await
+            .expect("event written");
+    }
+
     async fn publish_json(&self, event: &WebhookEvent) -> (i32, i64) {
         self.publish_bytes(&event.endpoint_id, &event.to_json(), Some(&event.event_id))
             .await
@@ -299,7 +316,9 @@ async fn an_endpoint_failing_twice_gets_the_event_on_the_third_attempt_after_its
     h.start(h.config()).await;
 
     let event = event("ep-flaky", 1);
-    h.publish_json(&event).await;
+    let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    h.publish_json_traced(&event, &format!("00-{trace}-00f067aa0ba902b7-01"))
+        .await;
     wait_until(DEADLINE, "the third attempt", || async {
         (h.receiver.count("flaky") >= 3).then_some(())
     })
@@ -319,6 +338,19 @@ async fn an_endpoint_failing_twice_gets_the_event_on_the_third_attempt_after_its
             "same id every time"
         );
     }
+    // Every attempt is a span of the producer's trace, each with its own span id.
+    let spans: HashSet<&str> = attempts
+        .iter()
+        .map(|a| {
+            let traceparent = a.header("traceparent").expect("a traceparent");
+            assert!(
+                traceparent.starts_with(&format!("00-{trace}-")),
+                "{traceparent}"
+            );
+            traceparent
+        })
+        .collect();
+    assert_eq!(spans.len(), 3);
     for pair in attempts.windows(2) {
         let gap = pair[1].at - pair[0].at;
         assert!(

@@ -12,10 +12,8 @@
 
 mod avro;
 mod reason;
-mod trace;
 
 pub use reason::{ErrorReason, UnknownReason};
-pub use trace::trace_id_of;
 
 use crate::headers::TRACEPARENT;
 
@@ -79,7 +77,7 @@ impl DlqEnvelope {
             .find(|h| h.key == TRACEPARENT)
             .and_then(|h| h.value.as_deref())
             .and_then(|v| std::str::from_utf8(v).ok())
-            .and_then(trace_id_of)
+            .and_then(crate::trace::trace_id_of)
     }
 }
 
