@@ -1,0 +1,120 @@
+//! `hookline-bench`: measures `hookline dispatch` against the simplest at-least-once
+//! Kafka-to-HTTP forwarder on the same backlog, in the same run, and reports the ratios.
+//!
+//! Both contestants run as their own processes, so that each one's memory and CPU are its
+//! own; the benchmark process holds the fixture and the HTTP sink they deliver to.
+
+mod baseline;
+mod fixture;
+mod machine;
+mod process;
+mod report;
+mod run;
+mod sink;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Throughput, peak memory and CPU of `hookline dispatch`, as ratios against a minimal
+/// Kafka-to-HTTP forwarder measured in the same run.
+#[derive(Debug, Parser)]
+#[command(
+    name = "hookline-bench",
+    version,
+    args_conflicts_with_subcommands = true
+)]
+struct Cli {
+    #[command(flatten)]
+    bench: BenchArgs,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// The baseline forwarder, started by the benchmark itself.
+    #[command(hide = true)]
+    Baseline(baseline::BaselineArgs),
+}
+
+/// Options of a benchmark run.
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// The `hookline` binary to measure (a release build).
+    #[arg(long, default_value = "target/release/hookline")]
+    pub hookline: PathBuf,
+    /// Events in the backlog each contestant delivers.
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub events: u64,
+    /// Runs of each contestant, alternating (baseline, hookline, baseline, ...).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub rounds: u32,
+    /// Deliveries in flight at once: hookline's per-endpoint concurrency and the
+    /// baseline's bound.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub concurrency: u32,
+    /// Size of each event's JSON payload, in bytes (about).
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(16..=65_536))]
+    pub payload_bytes: u64,
+    /// Give up on one run (and fail) after this many seconds.
+    #[arg(long, default_value_t = 60)]
+    pub run_timeout_s: u64,
+    /// Kafka brokers.
+    #[arg(
+        long,
+        env = "HOOKLINE_BOOTSTRAP_SERVERS",
+        default_value = "127.0.0.1:9092"
+    )]
+    pub bootstrap_servers: String,
+    /// The schema registry's Confluent-compatible API (hookline needs it for its DLQ).
+    #[arg(
+        long,
+        env = "HOOKLINE_REGISTRY_URL",
+        default_value = "http://127.0.0.1:8081/apis/ccompat/v7"
+    )]
+    pub registry_url: String,
+    /// Print the results as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Leave the benchmark's topics and consumer groups on the broker.
+    #[arg(long)]
+    pub keep_topics: bool,
+    /// A free-form line about the stack and the revision, printed with the machine
+    /// (`deploy/bench` passes the Kafka and registry versions and the git revision).
+    #[arg(long, default_value = "")]
+    pub label: String,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: starting the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Some(Command::Baseline(args)) => baseline::run(args).await,
+            None => run::run(cli.bench).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

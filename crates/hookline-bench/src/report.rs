@@ -1,0 +1,332 @@
+//! The results: each run, the median and spread per contestant, the ratios
+//! hookline/baseline, as a table or as JSON.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::machine::{Machine, Versions};
+
+/// Who ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// The minimal forwarder.
+    Baseline,
+    /// `hookline dispatch`.
+    Hookline,
+}
+
+impl Kind {
+    /// Its name in tables, logs and group ids.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Baseline => "baseline",
+            Kind::Hookline => "hookline",
+        }
+    }
+}
+
+/// One run of one contestant.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunResult {
+    /// Who ran.
+    pub contestant: Kind,
+    /// Which round (from 1).
+    pub round: u32,
+    /// From starting the process until the sink had every event, in seconds.
+    pub wall_s: f64,
+    /// Events over `wall_s`.
+    pub events_per_s: f64,
+    /// From starting the process until the first delivery, in seconds.
+    pub first_delivery_s: f64,
+    /// Events over the time from the first delivery to the last (start-up left out).
+    pub after_first_events_per_s: f64,
+    /// Peak RSS (VmHWM) just before SIGTERM, in MiB.
+    pub peak_rss_mib: f64,
+    /// User plus system CPU time just before SIGTERM, in seconds.
+    pub cpu_s: f64,
+    /// `cpu_s` per 1000 events, in milliseconds.
+    pub cpu_ms_per_1k_events: f64,
+    /// HTTP requests the sink received (more than the events when some were repeated).
+    pub requests: u64,
+    /// hookline's own counts (`/metrics`), for hookline's runs.
+    pub hookline_deliveries: Option<Deliveries>,
+}
+
+/// `webhook_delivery_total` by status, read from hookline's admin port before SIGTERM.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Deliveries {
+    /// Delivered.
+    pub succeeded: u64,
+    /// Sent to a retry tier (failed, or deferred because the endpoint's queue was full).
+    pub retry_scheduled: u64,
+    /// Parked in the DLQ.
+    pub dlq: u64,
+}
+
+/// The median of a measure over the rounds, and its range.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Spread {
+    /// The median.
+    pub median: f64,
+    /// The smallest value.
+    pub min: f64,
+    /// The largest value.
+    pub max: f64,
+}
+
+impl Spread {
+    fn of(values: impl Iterator<Item = f64>) -> Self {
+        let mut values: Vec<f64> = values.collect();
+        values.sort_by(f64::total_cmp);
+        let n = values.len();
+        let median = match n {
+            0 => f64::NAN,
+            _ if n % 2 == 1 => values[n / 2],
+            _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+        };
+        Spread {
+            median,
+            min: values.first().copied().unwrap_or(f64::NAN),
+            max: values.last().copied().unwrap_or(f64::NAN),
+        }
+    }
+
+    /// Half the range, as a percentage of the median.
+    fn plus_minus_percent(&self) -> f64 {
+        (self.max - self.min) / 2.0 / self.median * 100.0
+    }
+}
+
+/// One contestant over all its rounds.
+#[derive(Clone, Debug, Serialize)]
+pub struct Summary {
+    /// Throughput, events per second.
+    pub events_per_s: Spread,
+    /// Peak RSS, MiB.
+    pub peak_rss_mib: Spread,
+    /// CPU time per 1000 events, milliseconds.
+    pub cpu_ms_per_1k_events: Spread,
+    /// Time to the first delivery, seconds.
+    pub first_delivery_s: Spread,
+    /// Throughput after the first delivery, events per second.
+    pub after_first_events_per_s: Spread,
+}
+
+impl Summary {
+    fn of(runs: &[RunResult], kind: Kind) -> Self {
+        let mine = || runs.iter().filter(move |run| run.contestant == kind);
+        Summary {
+            events_per_s: Spread::of(mine().map(|run| run.events_per_s)),
+            peak_rss_mib: Spread::of(mine().map(|run| run.peak_rss_mib)),
+            cpu_ms_per_1k_events: Spread::of(mine().map(|run| run.cpu_ms_per_1k_events)),
+            first_delivery_s: Spread::of(mine().map(|run| run.first_delivery_s)),
+            after_first_events_per_s: Spread::of(mine().map(|run| run.after_first_events_per_s)),
+        }
+    }
+}
+
+/// hookline's medians over the baseline's: above 1 means hookline is faster (throughput)
+/// or heavier (RSS, CPU).
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Ratios {
+    /// Events per second.
+    pub throughput: f64,
+    /// Peak RSS.
+    pub peak_rss: f64,
+    /// CPU time per event.
+    pub cpu_per_event: f64,
+    /// Events per second after the first delivery (start-up left out).
+    pub throughput_after_first: f64,
+}
+
+/// What each contestant was given.
+#[derive(Clone, Debug, Serialize)]
+pub struct Workload {
+    /// Events in the backlog (JSON-encoded).
+    pub events: u64,
+    /// Partitions of the events topic.
+    pub partitions: i32,
+    /// Deliveries in flight at once.
+    pub concurrency: u32,
+    /// Payload size, bytes.
+    pub payload_bytes: u64,
+    /// Runs per contestant.
+    pub rounds: u32,
+    /// `HOOKLINE_<SECTION>__<KEY>` variables that overrode the benchmark's dispatcher config.
+    pub hookline_overrides: Vec<String>,
+}
+
+/// Everything a benchmark run found.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// When it ran (UTC).
+    pub date: String,
+    /// Where.
+    pub machine: Machine,
+    /// With what.
+    pub versions: Versions,
+    /// On what.
+    pub workload: Workload,
+    /// Each run, in the order they ran.
+    pub runs: Vec<RunResult>,
+    /// The baseline over its rounds.
+    pub baseline: Summary,
+    /// hookline over its rounds.
+    pub hookline: Summary,
+    /// hookline / baseline, of the medians.
+    pub ratios: Ratios,
+}
+
+impl Report {
+    /// Summarises the runs.
+    pub fn new(
+        machine: Machine,
+        versions: Versions,
+        workload: Workload,
+        runs: Vec<RunResult>,
+    ) -> Self {
+        let baseline = Summary::of(&runs, Kind::Baseline);
+        let hookline = Summary::of(&runs, Kind::Hookline);
+        let ratios = Ratios {
+            throughput: hookline.events_per_s.median / baseline.events_per_s.median,
+            peak_rss: hookline.peak_rss_mib.median / baseline.peak_rss_mib.median,
+            cpu_per_event: hookline.cpu_ms_per_1k_events.median
+                / baseline.cpu_ms_per_1k_events.median,
+            throughput_after_first: hookline.after_first_events_per_s.median
+                / baseline.after_first_events_per_s.median,
+        };
+        Report {
+            date: jiff::Timestamp::now()
+                .round(jiff::Unit::Second)
+                .map_or_else(
+                    |_| jiff::Timestamp::now().to_string(),
+                    |now| now.to_string(),
+                ),
+            machine,
+            versions,
+            workload,
+            runs,
+            baseline,
+            hookline,
+            ratios,
+        }
+    }
+
+    /// The human-readable table.
+    pub fn table(&self) -> String {
+        let mut out = String::new();
+        let m = &self.machine;
+        let v = &self.versions;
+        let w = &self.workload;
+        let _ = writeln!(out, "hookline-bench, {}", self.date);
+        let _ = writeln!(
+            out,
+            "machine:   {} CPUs ({}), {:.1} GiB, {}",
+            m.nproc, m.cpu, m.memory_gib, m.kernel
+        );
+        let _ = writeln!(
+            out,
+            "versions:  {}, librdkafka {}{}{}",
+            v.hookline,
+            v.librdkafka,
+            v.rustc
+                .as_deref()
+                .map(|rustc| format!(", {rustc}"))
+                .unwrap_or_default(),
+            if v.label.is_empty() {
+                String::new()
+            } else {
+                format!("; {}", v.label)
+            }
+        );
+        let _ = writeln!(
+            out,
+            "workload:  {} JSON events of {} B on {} partitions, 1 endpoint (local sink, 204), \
+             concurrency {}, {} rounds alternating",
+            w.events, w.payload_bytes, w.partitions, w.concurrency, w.rounds
+        );
+        if !w.hookline_overrides.is_empty() {
+            let _ = writeln!(
+                out,
+                "overrides: {} (hookline's environment)",
+                w.hookline_overrides.join(" ")
+            );
+        }
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "{:<10} {:>26} {:>24} {:>24} {:>18}",
+            "median",
+            "throughput (events/s)",
+            "peak RSS (MiB)",
+            "CPU ms / 1000 events",
+            "1st delivery (s)"
+        );
+        for (name, s) in [("baseline", &self.baseline), ("hookline", &self.hookline)] {
+            let _ = writeln!(
+                out,
+                "{:<10} {:>26} {:>24} {:>24} {:>18}",
+                name,
+                cell(&s.events_per_s, 0),
+                cell(&s.peak_rss_mib, 1),
+                cell(&s.cpu_ms_per_1k_events, 0),
+                format!("{:.2}", s.first_delivery_s.median),
+            );
+        }
+        let _ = writeln!(out, "(median, ±half the range over the rounds)");
+        let _ = writeln!(out);
+        let r = &self.ratios;
+        let _ = writeln!(
+            out,
+            "hookline / baseline:  throughput {:.2}x   peak RSS {:.2}x   CPU per event {:.2}x   \
+             (throughput after the 1st delivery {:.2}x)",
+            r.throughput, r.peak_rss, r.cpu_per_event, r.throughput_after_first
+        );
+        let _ = writeln!(out);
+        let _ = writeln!(out, "runs:");
+        for run in &self.runs {
+            let _ = writeln!(
+                out,
+                "  {} #{}  {:>6.2} s  {:>7.0} ev/s  {:>6.1} MiB  {:>6.2} s CPU  {} requests{}",
+                run.contestant.name(),
+                run.round,
+                run.wall_s,
+                run.events_per_s,
+                run.peak_rss_mib,
+                run.cpu_s,
+                run.requests,
+                run.hookline_deliveries
+                    .map(|d| format!(
+                        "; metrics: {} succeeded, {} retry_scheduled, {} dlq",
+                        d.succeeded, d.retry_scheduled, d.dlq
+                    ))
+                    .unwrap_or_default()
+            );
+        }
+        out
+    }
+}
+
+fn cell(spread: &Spread, decimals: usize) -> String {
+    format!(
+        "{:.*} ±{:.0}%",
+        decimals,
+        spread.median,
+        spread.plus_minus_percent()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_and_range() {
+        let s = Spread::of([3.0, 1.0, 2.0].into_iter());
+        assert_eq!((s.median, s.min, s.max), (2.0, 1.0, 3.0));
+        assert_eq!(s.plus_minus_percent(), 50.0);
+        assert_eq!(Spread::of([4.0, 1.0].into_iter()).median, 2.5);
+    }
+}

@@ -1,0 +1,336 @@
+//! A benchmark run: the fixture, then each contestant `rounds` times, alternating, each from
+//! a fresh consumer group over the same backlog, then the report.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use hookline_kafka::KafkaSettings;
+use tokio::process::Command;
+
+use crate::BenchArgs;
+use crate::fixture::{self, Fixture};
+use crate::machine::{Machine, Versions};
+use crate::process::Contestant;
+use crate::report::{Deliveries, Kind, Report, RunResult, Workload};
+use crate::sink::Sink;
+
+/// How long a contestant may take to drain and exit after SIGTERM.
+const STOP_GRACE: Duration = Duration::from_secs(20);
+/// hookline's default `concurrency.max_pending`, which the benchmark keeps.
+const HOOKLINE_MAX_PENDING: usize = 2048;
+/// A pause between runs, so that one run's shutdown does not weigh on the next.
+const SETTLE: Duration = Duration::from_secs(1);
+
+/// Runs the benchmark and prints the report.
+pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+    let hookline = std::path::absolute(&args.hookline).context("the hookline path")?;
+    let versions = Versions::detect(&hookline, &args.label)?;
+    let machine = Machine::detect();
+    let kafka = KafkaSettings::new(&args.bootstrap_servers);
+    let payload_bytes = usize::try_from(args.payload_bytes).context("--payload-bytes")?;
+
+    let sink = Sink::start().await?;
+    note(&format!("publishing {} events", args.events));
+    let started = Instant::now();
+    let fixture = Fixture::create(&kafka, &sink.url(), args.events, payload_bytes)
+        .await
+        .context("setting up the fixture")?;
+    note(&format!(
+        "backlog ready in {:.1} s on {}",
+        started.elapsed().as_secs_f64(),
+        fixture.topics.events
+    ));
+
+    let workdir = tempfile::Builder::new()
+        .prefix("hookline-bench-")
+        .tempdir()
+        .context("creating a work directory")?;
+    let mut groups = Vec::new();
+    let measured = rounds(
+        &args,
+        &hookline,
+        &fixture,
+        &sink,
+        workdir.path(),
+        &mut groups,
+    )
+    .await;
+    if measured.is_err() {
+        // The logs are the only account of what went wrong: leave them.
+        note(&format!(
+            "contestant logs kept in {}",
+            workdir.keep().display()
+        ));
+    }
+    if !args.keep_topics
+        && let Err(error) = fixture.remove(&kafka, &groups).await
+    {
+        note(&format!("could not remove the fixture: {error:#}"));
+    }
+    let runs = measured?;
+
+    let report = Report::new(
+        machine,
+        versions,
+        Workload {
+            events: args.events,
+            partitions: fixture::PARTITIONS,
+            concurrency: args.concurrency,
+            payload_bytes: args.payload_bytes,
+            rounds: args.rounds,
+            hookline_overrides: hookline_overrides(),
+        },
+        runs,
+    );
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.table());
+    }
+    Ok(())
+}
+
+async fn rounds(
+    args: &BenchArgs,
+    hookline: &Path,
+    fixture: &Fixture,
+    sink: &Sink,
+    workdir: &Path,
+    groups: &mut Vec<String>,
+) -> anyhow::Result<Vec<RunResult>> {
+    let mut runs = Vec::new();
+    for round in 1..=args.rounds {
+        for kind in [Kind::Baseline, Kind::Hookline] {
+            let group = format!("{}-{}-{round}", fixture.topics.events, kind.name());
+            groups.push(group.clone());
+            let run = Run {
+                args,
+                fixture,
+                sink,
+                kind,
+                round,
+                group,
+                workdir,
+                admin_port: free_port()?,
+            };
+            let command = match kind {
+                Kind::Baseline => run.baseline_command()?,
+                Kind::Hookline => run.hookline_command(hookline)?,
+            };
+            let result = run
+                .measure(command)
+                .await
+                .with_context(|| format!("{} run {round}", kind.name()))?;
+            note(&format!(
+                "{} #{round}: {:.2} s, {:.0} events/s, {:.1} MiB peak RSS",
+                kind.name(),
+                result.wall_s,
+                result.events_per_s,
+                result.peak_rss_mib
+            ));
+            runs.push(result);
+            tokio::time::sleep(SETTLE).await;
+        }
+    }
+    Ok(runs)
+}
+
+/// One run of one contestant.
+struct Run<'a> {
+    args: &'a BenchArgs,
+    fixture: &'a Fixture,
+    sink: &'a Sink,
+    kind: Kind,
+    round: u32,
+    group: String,
+    workdir: &'a Path,
+    /// hookline's admin port.
+    admin_port: u16,
+}
+
+impl Run<'_> {
+    fn baseline_command(&self) -> anyhow::Result<Command> {
+        let mut command =
+            Command::new(std::env::current_exe().context("this benchmark's own path")?);
+        command
+            .arg("baseline")
+            .args(["--bootstrap-servers", &self.args.bootstrap_servers])
+            .args(["--topic", &self.fixture.topics.events])
+            .args(["--group-id", &self.group])
+            .args(["--url", &self.sink.url()])
+            .args(["--concurrency", &self.args.concurrency.to_string()]);
+        Ok(command)
+    }
+
+    fn hookline_command(&self, hookline: &Path) -> anyhow::Result<Command> {
+        let config = self.workdir.join(format!("hookline-{}.toml", self.round));
+        std::fs::write(&config, self.hookline_config())
+            .with_context(|| format!("writing {}", config.display()))?;
+        let mut command = Command::new(hookline);
+        command
+            .args(["--bootstrap-servers", &self.args.bootstrap_servers])
+            .args(["--registry-url", &self.args.registry_url])
+            .args(["--events-topic", &self.fixture.topics.events])
+            .args(["--endpoints-topic", &self.fixture.topics.endpoints])
+            .arg("dispatch")
+            .arg("--config")
+            .arg(&config);
+        Ok(command)
+    }
+
+    /// The dispatcher's config: the fixture's topics, the same concurrency as the
+    /// baseline, loopback allowed, an admin port to read its metrics from. The endpoint
+    /// queue is as long as the records it may hold (`max_pending`): with the default of
+    /// 256, a backlog on one endpoint is mostly deferred to the retry tier, and drains at
+    /// about (queue + concurrency) records per tier delay, which measures the tier's delay
+    /// rather than the dispatcher. `HOOKLINE_<SECTION>__<KEY>` variables still override
+    /// this file (and are listed in the report).
+    fn hookline_config(&self) -> String {
+        let topics = &self.fixture.topics;
+        format!(
+            r#"group_id = "{group}"
+shutdown_grace_ms = 10000
+
+[kafka]
+bootstrap_servers = "{bootstrap}"
+
+[registry]
+url = "{registry}"
+
+[topics]
+events = "{events}"
+endpoints = "{endpoints}"
+retry_tiers = ["{tier}"]
+
+[concurrency]
+per_endpoint = {concurrency}
+max_pending = {pending}
+per_endpoint_queue = {pending}
+
+[outbound]
+allow_loopback = true
+
+[admin]
+listen = "127.0.0.1:{admin}"
+"#,
+            admin = self.admin_port,
+            group = self.group,
+            bootstrap = self.args.bootstrap_servers,
+            registry = self.args.registry_url,
+            events = topics.events,
+            endpoints = topics.endpoints,
+            tier = fixture::RETRY_TIER,
+            concurrency = self.args.concurrency,
+            pending = HOOKLINE_MAX_PENDING,
+        )
+    }
+
+    async fn measure(&self, command: Command) -> anyhow::Result<RunResult> {
+        let events = self.fixture.events;
+        self.sink.reset(events);
+        let log = self
+            .workdir
+            .join(format!("{}-{}.log", self.kind.name(), self.round));
+        let started = Instant::now();
+        let mut contestant = Contestant::spawn(command, &log)?;
+        let timeout = Duration::from_secs(self.args.run_timeout_s);
+        tokio::select! {
+            all = self.sink.wait_all(timeout) => if !all {
+                bail!(
+                    "only {} of {events} events arrived within {timeout:?}\n{}",
+                    self.sink.seen().distinct,
+                    contestant.log_tail()
+                );
+            },
+            exit = contestant.exited() => bail!(
+                "it exited ({}) before delivering every event\n{}",
+                exit.map_or_else(|error| error.to_string(), |status| status.to_string()),
+                contestant.log_tail()
+            ),
+        }
+        let sample = contestant.sample()?;
+        let hookline_deliveries = match self.kind {
+            Kind::Baseline => None,
+            Kind::Hookline => self.deliveries().await,
+        };
+        let status = contestant.terminate(STOP_GRACE).await?;
+        if !status.success() {
+            bail!(
+                "it exited with {status} after SIGTERM\n{}",
+                super::process::log_tail(&log)
+            );
+        }
+
+        let seen = self.sink.seen();
+        let since_start =
+            |at: Option<Instant>| at.map_or(f64::NAN, |at| (at - started).as_secs_f64());
+        let wall_s = since_start(seen.all_at);
+        Ok(RunResult {
+            contestant: self.kind,
+            round: self.round,
+            wall_s,
+            events_per_s: events as f64 / wall_s,
+            first_delivery_s: since_start(seen.first_at),
+            after_first_events_per_s: match (seen.first_at, seen.all_at) {
+                (Some(first), Some(all)) if all > first => {
+                    (events - 1) as f64 / (all - first).as_secs_f64()
+                }
+                _ => f64::NAN,
+            },
+            peak_rss_mib: sample.peak_rss_kib as f64 / 1024.0,
+            cpu_s: sample.cpu_s,
+            cpu_ms_per_1k_events: sample.cpu_s * 1000.0 / (events as f64 / 1000.0),
+            requests: seen.requests,
+            hookline_deliveries,
+        })
+    }
+
+    /// `webhook_delivery_total` by status, from hookline's admin port.
+    async fn deliveries(&self) -> Option<Deliveries> {
+        let text = reqwest::Client::builder()
+            .no_proxy()
+            .timeout(Duration::from_secs(5))
+            .build()
+            .ok()?
+            .get(format!("http://127.0.0.1:{}/metrics", self.admin_port))
+            .send()
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()?;
+        let count = |status: &str| {
+            let series = format!("webhook_delivery_total{{status=\"{status}\"}} ");
+            text.lines()
+                .find_map(|line| line.strip_prefix(&series))
+                .and_then(|value| value.trim().parse::<f64>().ok())
+                .map_or(0, |value| value as u64)
+        };
+        Some(Deliveries {
+            succeeded: count("succeeded"),
+            retry_scheduled: count("retry_scheduled"),
+            dlq: count("dlq"),
+        })
+    }
+}
+
+/// `HOOKLINE_<SECTION>__<KEY>` variables the dispatcher will see, as `KEY=VALUE`.
+pub fn hookline_overrides() -> Vec<String> {
+    let mut overrides: Vec<String> = std::env::vars()
+        .filter(|(key, _)| key.starts_with("HOOKLINE_") && key.contains("__"))
+        .map(|(key, value)| format!("{key}={value}"))
+        .collect();
+    overrides.sort();
+    overrides
+}
+
+/// A loopback port free right now (the dispatcher binds it a moment later).
+fn free_port() -> anyhow::Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
+    Ok(listener.local_addr().context("finding a free port")?.port())
+}
+
+fn note(message: &str) {
+    eprintln!("hookline-bench: {message}");
+}
