@@ -180,12 +180,9 @@ impl Run<'_> {
     }
 
     /// The dispatcher's config: the fixture's topics, the same concurrency as the
-    /// baseline, loopback allowed, an admin port to read its metrics from. The endpoint
-    /// queue is as long as the records it may hold (`max_pending`): with the default of
-    /// 256, a backlog on one endpoint is mostly deferred to the retry tier, and drains at
-    /// about (queue + concurrency) records per tier delay, which measures the tier's delay
-    /// rather than the dispatcher. `HOOKLINE_<SECTION>__<KEY>` variables still override
-    /// this file (and are listed in the report).
+    /// baseline, loopback allowed, an admin port to read its metrics from; everything else
+    /// at its default. `HOOKLINE_<SECTION>__<KEY>` variables still override this file (and
+    /// are listed in the report).
     fn hookline_config(&self) -> String {
         let topics = &self.fixture.topics;
         format!(
@@ -206,7 +203,6 @@ retry_tiers = ["{tier}"]
 [concurrency]
 per_endpoint = {concurrency}
 max_pending = {pending}
-per_endpoint_queue = {pending}
 
 [outbound]
 allow_loopback = true

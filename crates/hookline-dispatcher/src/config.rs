@@ -91,9 +91,12 @@ pub struct ConcurrencyConfig {
     pub max_pending: usize,
     /// Attempts running at once per endpoint (endpoints may override it).
     pub per_endpoint: u32,
-    /// Records waiting for one endpoint before more of them are deferred to a retry tier,
-    /// so that a slow endpoint never holds up the others.
+    /// Records that may wait for (or run) one endpoint's attempts at once: its share of
+    /// `max_pending`, so that a slow endpoint cannot take them all.
     pub per_endpoint_queue: usize,
+    /// How long a record waits for a place in its endpoint's queue, in milliseconds, before
+    /// it is deferred to a retry tier (the endpoint is slow: others must not wait for it).
+    pub queue_wait_ms: u64,
 }
 
 /// The per-endpoint circuit breaker.
@@ -177,6 +180,7 @@ impl Default for ConcurrencyConfig {
             max_pending: 2048,
             per_endpoint: 16,
             per_endpoint_queue: 256,
+            queue_wait_ms: 1_000,
         }
     }
 }
@@ -339,6 +343,7 @@ impl DispatcherConfig {
             max_pending: self.concurrency.max_pending,
             per_endpoint_concurrency: self.concurrency.per_endpoint,
             per_endpoint_queue: self.concurrency.per_endpoint_queue,
+            queue_wait: Duration::from_millis(self.concurrency.queue_wait_ms),
             breaker_failures: self.breaker.failure_threshold,
             breaker_open_for: Duration::from_millis(self.breaker.open_ms),
             admin_listen,
@@ -418,8 +423,10 @@ pub struct Settings {
     pub max_pending: usize,
     /// Default per-endpoint concurrency.
     pub per_endpoint_concurrency: u32,
-    /// Per-endpoint waiting records before deferral.
+    /// Per-endpoint queue places.
     pub per_endpoint_queue: usize,
+    /// How long a record waits for a queue place before deferral.
+    pub queue_wait: Duration,
     /// Breaker threshold.
     pub breaker_failures: u32,
     /// Breaker open time.

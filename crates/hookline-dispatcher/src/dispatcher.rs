@@ -115,6 +115,7 @@ pub async fn start(settings: Settings, shutdown: CancellationToken) -> Result<Ru
     let endpoints = Arc::new(EndpointTable::new(EndpointDefaults {
         max_concurrency: settings.per_endpoint_concurrency,
         timeout: settings.timeout,
+        queue: settings.per_endpoint_queue,
         retry: settings.retry,
         breaker_failures: settings.breaker_failures,
         breaker_open_for: settings.breaker_open_for,

@@ -136,12 +136,24 @@ pub(crate) async fn deliver(ctx: &Ctx, record: &SourceRecord) -> Result<Finished
                 Admission::Probe => probe = Some(ProbeGuard(Some(Arc::clone(&endpoint.breaker)))),
                 Admission::Allow => {}
             }
-            if endpoint.permits.available_permits() == 0
-                && endpoint.queued() >= ctx.settings.per_endpoint_queue
-            {
-                return defer(ctx, record, &meta, &endpoint, "endpoint queue full").await;
-            }
         }
+        // A slot in the endpoint's queue. A fast endpoint frees one soon, whatever its
+        // backlog; one that holds them all for `queue_wait` is slow, and its record goes to
+        // a tier so that it does not hold the consumer's other endpoints back.
+        let queue = Arc::clone(&endpoint.queue);
+        let slot = if strict {
+            queue.acquire_owned().await
+        } else {
+            match tokio::time::timeout(ctx.settings.queue_wait, queue.acquire_owned()).await {
+                Ok(slot) => slot,
+                Err(_) => {
+                    return defer(ctx, record, &meta, &endpoint, "endpoint queue full").await;
+                }
+            }
+        };
+        let Ok(_slot) = slot else {
+            return Err(Abandoned);
+        };
         let attempt_no = meta.attempt + 1;
         tracing::Span::current().record("attempt", attempt_no);
         let first_attempt_at = meta.first_attempt_at_ms.unwrap_or_else(now_ms);
@@ -240,7 +252,6 @@ async fn attempt_once(
     record: &SourceRecord,
     attempt_no: u32,
 ) -> Result<Attempt, Abandoned> {
-    let _queued = endpoint.enqueue();
     let Ok(_endpoint_permit) = Arc::clone(&endpoint.permits).acquire_owned().await else {
         return Err(Abandoned);
     };

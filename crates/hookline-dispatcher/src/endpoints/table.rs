@@ -2,7 +2,6 @@
 //! permits, circuit breaker), kept current from the compacted endpoints topic or a file.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -23,6 +22,8 @@ pub struct EndpointDefaults {
     pub timeout: Duration,
     /// The retry policy before the endpoint's override.
     pub retry: RetryPolicy,
+    /// Records that may wait for or hold the endpoint's permits at once.
+    pub queue: usize,
     /// Consecutive failures that open the breaker (0 disables it).
     pub breaker_failures: u32,
     /// How long an open breaker stays open.
@@ -50,31 +51,9 @@ pub struct Endpoint {
     pub breaker: Arc<Mutex<CircuitBreaker>>,
     /// Its rate limit, when it has one.
     pub limiter: Option<Arc<DefaultDirectRateLimiter>>,
-    /// Records waiting for or holding one of its permits.
-    queued: Arc<AtomicUsize>,
-}
-
-impl Endpoint {
-    /// How many records wait for or run an attempt on this endpoint.
-    pub fn queued(&self) -> usize {
-        self.queued.load(Ordering::Relaxed)
-    }
-
-    /// Counts a record as queued until the returned guard drops.
-    pub fn enqueue(&self) -> QueuedGuard {
-        self.queued.fetch_add(1, Ordering::Relaxed);
-        QueuedGuard(Arc::clone(&self.queued))
-    }
-}
-
-/// Keeps a record counted in its endpoint's queue.
-#[derive(Debug)]
-pub struct QueuedGuard(Arc<AtomicUsize>);
-
-impl Drop for QueuedGuard {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
-    }
+    /// Slots for records waiting for or holding one of its permits: the endpoint's share of
+    /// the records in flight, so that a slow endpoint cannot take them all.
+    pub queue: Arc<Semaphore>,
 }
 
 /// Why an endpoint configuration was not taken.
@@ -152,16 +131,16 @@ impl EndpointTable {
             .endpoints
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let (permits, breaker, queued) = match endpoints.get(id) {
+        let (permits, breaker, queue) = match endpoints.get(id) {
             Some(old) if old.config.max_concurrency == config.max_concurrency => (
                 Arc::clone(&old.permits),
                 Arc::clone(&old.breaker),
-                Arc::clone(&old.queued),
+                Arc::clone(&old.queue),
             ),
             Some(old) => (
                 semaphore(max_concurrency),
                 Arc::clone(&old.breaker),
-                Arc::clone(&old.queued),
+                Arc::clone(&old.queue),
             ),
             None => (
                 semaphore(max_concurrency),
@@ -169,7 +148,7 @@ impl EndpointTable {
                     self.defaults.breaker_failures,
                     self.defaults.breaker_open_for,
                 ))),
-                Arc::new(AtomicUsize::new(0)),
+                Arc::new(Semaphore::new(self.defaults.queue.max(1))),
             ),
         };
         let limiter = match (endpoints.get(id), config.rate_limit_per_s) {
@@ -189,7 +168,7 @@ impl EndpointTable {
             permits,
             breaker,
             limiter,
-            queued,
+            queue,
         };
         endpoints.insert(id.to_owned(), Arc::new(endpoint));
         Ok(())
