@@ -9,7 +9,7 @@ use std::time::Duration;
 use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
 use hookline_core::classify::{ClassifyConfig, StatusConfig};
-use hookline_core::policy::{RetryConfig, RetryPolicy, RetryTiers, parse_suffix};
+use hookline_core::policy::{PolicyError, RetryConfig, RetryPolicy, RetryTiers, parse_suffix};
 use hookline_core::url_guard::AddressPolicy;
 use hookline_kafka::{Compatibility, KafkaSettings, RegistrySettings};
 use serde::{Deserialize, Serialize};
@@ -252,14 +252,17 @@ impl DispatcherConfig {
 
     /// Validates every field and converts durations and policies, naming the field at fault.
     pub fn into_settings(self) -> Result<Settings> {
-        let retry = self
-            .retry
-            .to_policy_at("retry")
-            .map_err(|error| DispatchError::config("retry", error.to_string()))?;
+        let retry = self.retry.to_policy_at("retry").map_err(|error| match error {
+            PolicyError::Invalid { field, reason } => DispatchError::config(&field, reason),
+            other => DispatchError::config("retry", other.to_string()),
+        })?;
         let classify = self
             .status
             .to_classify_config("status")
-            .map_err(|error| DispatchError::config(&error.field, error.to_string()))?;
+            .map_err(|error| {
+                let reason = format!("{} is not a {} status", error.status, error.expected);
+                DispatchError::config(&error.field, reason)
+            })?;
         if self.topics.retry_tiers.is_empty() {
             return Err(DispatchError::config(
                 "topics.retry_tiers",

@@ -11,7 +11,7 @@ pub type Result<T, E = DispatchError> = std::result::Result<T, E>;
 #[derive(Debug, thiserror::Error)]
 pub enum DispatchError {
     /// The configuration is invalid; `field` names the setting.
-    #[error("invalid configuration: {field}: {reason}")]
+    #[error("`{field}`: {reason}")]
     Config {
         /// The setting, as a dotted path (`retry.base_ms`).
         field: String,

@@ -204,3 +204,46 @@ listen = "127.0.0.1:0"
         .expect("status");
     assert!(exit.success());
 }
+
+/// Runs `hookline dispatch` with `env` and returns its exit status and stderr.
+async fn dispatch_with(env: &[(&str, &str)], args: &[&str]) -> (std::process::ExitStatus, String) {
+    let output = tokio::time::timeout(
+        Duration::from_secs(30),
+        Command::new(env!("CARGO_BIN_EXE_hookline"))
+            .arg("dispatch")
+            .args(args)
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("a bad configuration stops start-up at once")
+    .expect("hookline runs");
+    (
+        output.status,
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn a_bad_configuration_stops_start_up_with_a_message_naming_the_field() {
+    let cases: [(&[(&str, &str)], &str); 3] = [
+        (&[("HOOKLINE_RETRY__MAX_ATTEMPS", "3")], "max_attemps"),
+        (&[("HOOKLINE_RETRY__BASE_MS", "0")], "retry.base_ms"),
+        (&[("HOOKLINE_HTTP__TIMEOUT_MS", "soon")], "TIMEOUT_MS"),
+    ];
+    for (env, field) in cases {
+        let (status, stderr) = dispatch_with(env, &[]).await;
+        assert!(!status.success(), "{env:?} was accepted");
+        assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+        assert!(stderr.contains(field), "{env:?}: {stderr}");
+    }
+    let dir = std::env::temp_dir().join(unique_name("bad-config"));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("dispatcher.toml");
+    std::fs::write(&file, "[topics]\nretry_tiers = [\"5 seconds\"]\n").expect("write");
+    let (status, stderr) = dispatch_with(&[], &["--config", file.to_str().expect("utf-8")]).await;
+    assert!(!status.success());
+    assert!(stderr.contains("topics.retry_tiers"), "{stderr}");
+}
