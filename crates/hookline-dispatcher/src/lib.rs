@@ -13,6 +13,7 @@ mod error;
 mod lifecycle;
 mod metrics;
 mod offsets;
+mod poll;
 mod process;
 mod record;
 mod route;
