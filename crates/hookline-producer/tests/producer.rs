@@ -14,12 +14,11 @@ use hookline_producer::{
     Encoding, EndpointStore, EndpointStoreError, PublishError, Publisher, PublisherConfig, Topics,
     TopicsPlan, provision,
 };
-use hookline_testkit::{kafka_settings, registry_settings, unique_name};
+use hookline_testkit::{kafka_settings, read_all, registry_settings, unique_name};
 use rdkafka::admin::{AdminClient, AdminOptions, ResourceSpecifier};
 use rdkafka::client::DefaultClientContext;
-use rdkafka::consumer::{BaseConsumer, Consumer, StreamConsumer};
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Headers, Message, OwnedMessage};
-use rdkafka::{Offset, TopicPartitionList};
 
 const DEADLINE: Duration = Duration::from_secs(30);
 
@@ -51,32 +50,9 @@ async fn events_topic(partitions: i32) -> String {
     topic
 }
 
-/// Reads `count` records of `topic` from the beginning, in (partition, offset) order.
+/// Reads `topic` from the beginning until it has `count` records (and any that follow).
 async fn read(settings: &KafkaSettings, topic: &str, count: usize) -> Vec<OwnedMessage> {
-    let mut config = settings.client_config();
-    config.set("group.id", unique_name("reader"));
-    config.set("enable.auto.commit", "false");
-    let consumer: StreamConsumer = config.create().expect("reader");
-    let metadata = consumer
-        .fetch_metadata(Some(topic), DEADLINE)
-        .expect("metadata");
-    let mut assignment = TopicPartitionList::new();
-    for partition in metadata.topics()[0].partitions() {
-        assignment
-            .add_partition_offset(topic, partition.id(), Offset::Beginning)
-            .expect("partition");
-    }
-    consumer.assign(&assignment).expect("assign");
-    let mut records = Vec::new();
-    while records.len() < count {
-        let message = tokio::time::timeout(DEADLINE, consumer.recv())
-            .await
-            .expect("a record before the deadline")
-            .expect("no consumer error");
-        records.push(message.detach());
-    }
-    records.sort_by_key(|m| (m.partition(), m.offset()));
-    records
+    read_all(settings, topic, count, DEADLINE).await
 }
 
 /// How many records `topic` holds, from its watermarks.

@@ -6,10 +6,8 @@ use std::time::Duration;
 
 use hookline_core::WebhookEvent;
 use hookline_kafka::Registry;
-use hookline_testkit::{kafka_settings, registry_settings, unique_name};
-use rdkafka::consumer::{Consumer, StreamConsumer};
+use hookline_testkit::{kafka_settings, read_all, registry_settings, unique_name};
 use rdkafka::message::{Message, OwnedMessage};
-use rdkafka::{Offset, TopicPartitionList};
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
@@ -47,31 +45,9 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// Reads `count` records of `topic` from the beginning.
+/// Reads `topic` from the beginning until it has `count` records (and any that follow).
 async fn read(topic: &str, count: usize) -> Vec<OwnedMessage> {
-    let mut config = kafka_settings().client_config();
-    config.set("group.id", unique_name("cli-reader"));
-    config.set("enable.auto.commit", "false");
-    let consumer: StreamConsumer = config.create().expect("reader");
-    let metadata = consumer
-        .fetch_metadata(Some(topic), DEADLINE)
-        .expect("metadata");
-    let mut assignment = TopicPartitionList::new();
-    for partition in metadata.topics()[0].partitions() {
-        assignment
-            .add_partition_offset(topic, partition.id(), Offset::Beginning)
-            .expect("partition");
-    }
-    consumer.assign(&assignment).expect("assign");
-    let mut records = Vec::new();
-    while records.len() < count {
-        let message = tokio::time::timeout(DEADLINE, consumer.recv())
-            .await
-            .expect("a record before the deadline")
-            .expect("no consumer error");
-        records.push(message.detach());
-    }
-    records
+    read_all(&kafka_settings(), topic, count, DEADLINE).await
 }
 
 #[tokio::test]
