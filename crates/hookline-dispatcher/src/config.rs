@@ -252,17 +252,17 @@ impl DispatcherConfig {
 
     /// Validates every field and converts durations and policies, naming the field at fault.
     pub fn into_settings(self) -> Result<Settings> {
-        let retry = self.retry.to_policy_at("retry").map_err(|error| match error {
-            PolicyError::Invalid { field, reason } => DispatchError::config(&field, reason),
-            other => DispatchError::config("retry", other.to_string()),
-        })?;
-        let classify = self
-            .status
-            .to_classify_config("status")
-            .map_err(|error| {
-                let reason = format!("{} is not a {} status", error.status, error.expected);
-                DispatchError::config(&error.field, reason)
+        let retry = self
+            .retry
+            .to_policy_at("retry")
+            .map_err(|error| match error {
+                PolicyError::Invalid { field, reason } => DispatchError::config(&field, reason),
+                other => DispatchError::config("retry", other.to_string()),
             })?;
+        let classify = self.status.to_classify_config("status").map_err(|error| {
+            let reason = format!("{} is not a {} status", error.status, error.expected);
+            DispatchError::config(&error.field, reason)
+        })?;
         if self.topics.retry_tiers.is_empty() {
             return Err(DispatchError::config(
                 "topics.retry_tiers",
