@@ -7,6 +7,7 @@ pub mod archive;
 mod error;
 pub mod filter;
 pub mod json;
+pub mod original;
 pub mod reader;
 pub mod record;
 pub mod redrive;

@@ -423,3 +423,47 @@ async fn bad_input_is_a_clear_error_and_changes_nothing() {
 fn envelope_schema() -> String {
     serde_json::to_string(dlq_envelope_schema()).expect("a schema serializes")
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn inspect_shows_an_avro_original_as_the_event_it_was() {
+    let events = unique_name("cli-dlq-original");
+    // The original record as `hookline publish` writes it: Avro framed through the registry.
+    let event = hookline_core::WebhookEvent {
+        event_id: unique_name("evt"),
+        event_type: "order.paid".into(),
+        endpoint_id: "ep-a".into(),
+        endpoint_url: None,
+        payload: br#"{"order":42}"#.to_vec(),
+        content_type: "application/json".into(),
+        headers: Default::default(),
+        created_at_ms: 1_700_000_000_000,
+    };
+    let registry = Registry::new(&registry_settings()).expect("registry");
+    let original = registry
+        .encode_value(
+            &events,
+            hookline_core::schema::WEBHOOK_EVENT_V1,
+            event.to_avro_value(),
+        )
+        .await
+        .expect("encode the original");
+    let mut parked = envelope("ep-a", ErrorReason::RetriesExhausted, 1_000);
+    parked.event_id = event.event_id.clone();
+    parked.original_payload_bytes = original;
+    stack_with(&events, &[parked]).await;
+
+    let lines = json_lines(&hookline(&events, &["dlq", "inspect", "--output", "json"]).await);
+    assert_eq!(lines.len(), 1);
+    assert_eq!(
+        lines[0]["original_payload_encoding"], "base64",
+        "the bytes as they were"
+    );
+    let shown = &lines[0]["original_event"];
+    assert_eq!(shown["event_id"], event.event_id.as_str());
+    assert_eq!(shown["event_type"], "order.paid");
+    assert_eq!(
+        shown["payload"],
+        serde_json::json!({ "order": 42 }),
+        "the webhook body"
+    );
+}

@@ -4,11 +4,14 @@
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::{Context as _, bail};
 use clap::{Subcommand, ValueEnum};
 use hookline_dlq::archive::{ArchiveWriter, Format, read_archive};
 use hookline_dlq::filter::{FilterSpec, now_ms};
+use hookline_dlq::json::to_json;
+use hookline_dlq::original::original_event;
 use hookline_dlq::redrive::{RedriveEvent, parse_rate, redrive};
 use hookline_dlq::resolve::{Mark, mark};
 use hookline_dlq::select::select_from;
@@ -16,6 +19,8 @@ use hookline_dlq::view::{Summary, item_text, table_header};
 use hookline_dlq::{
     Filter, ReadOptions, RecordRef, RedriveOptions, SelectedItem, Selection, Sources, Target,
 };
+use hookline_kafka::Registry;
+use serde_json::Value;
 
 use super::Context;
 
@@ -241,6 +246,11 @@ async fn inspect(args: InspectArgs, context: &Context) -> anyhow::Result<()> {
         Output::Json
     });
     let mut view = View {
+        // Only JSON lines carry the decoded original event; the registry may be down when
+        // reading an archive, which only leaves it out.
+        registry: (output == Output::Json && !args.summary)
+            .then(|| context.registry().ok())
+            .flatten(),
         out: Printer(std::io::stdout().lock()),
         summary: Summary::default(),
         summarize: args.summary,
@@ -255,7 +265,7 @@ async fn inspect(args: InspectArgs, context: &Context) -> anyhow::Result<()> {
         let (records, hidden) = select_from(read_archive(path).await?, &filter, args.all);
         view.summary.hidden_handled = hidden;
         for s in records {
-            if view.shown >= limit || !view.show(SelectedItem::Record(Box::new(s)))? {
+            if view.shown >= limit || !view.show(SelectedItem::Record(Box::new(s))).await? {
                 break;
             }
         }
@@ -265,7 +275,7 @@ async fn inspect(args: InspectArgs, context: &Context) -> anyhow::Result<()> {
             let Some(item) = selection.next().await? else {
                 break;
             };
-            if !view.show(item)? {
+            if !view.show(item).await? {
                 return Ok(());
             }
         }
@@ -289,6 +299,7 @@ async fn inspect(args: InspectArgs, context: &Context) -> anyhow::Result<()> {
 
 /// Where `inspect` puts what it reads: printed rows, or a summary.
 struct View {
+    registry: Option<Arc<Registry>>,
     out: Printer,
     summary: Summary,
     summarize: bool,
@@ -298,12 +309,22 @@ struct View {
 
 impl View {
     /// Shows or counts one item; `false` when stdout is closed.
-    fn show(&mut self, item: SelectedItem) -> anyhow::Result<bool> {
+    async fn show(&mut self, item: SelectedItem) -> anyhow::Result<bool> {
         self.shown += 1;
-        match (&item, self.summarize) {
-            (SelectedItem::Record(s), true) => self.summary.add(s),
-            (SelectedItem::Undecodable(_), true) => self.summary.undecodable += 1,
-            (_, false) => return self.out.line(&item_text(&item, self.table)),
+        match (&item, self.summarize, &self.registry) {
+            (SelectedItem::Record(s), true, _) => self.summary.add(s),
+            (SelectedItem::Undecodable(_), true, _) => self.summary.undecodable += 1,
+            (SelectedItem::Record(s), false, Some(registry)) => {
+                let mut json = to_json(s);
+                let payload = &s.record.envelope.original_payload_bytes;
+                if let (Some(event), Value::Object(fields)) =
+                    (original_event(registry, payload).await, &mut json)
+                {
+                    fields.insert("original_event".to_owned(), event);
+                }
+                return self.out.line(&json.to_string());
+            }
+            (_, false, _) => return self.out.line(&item_text(&item, self.table)),
         }
         Ok(true)
     }
