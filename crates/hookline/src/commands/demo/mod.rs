@@ -211,20 +211,33 @@ pub async fn run(args: DemoArgs, context: &Context) -> anyhow::Result<()> {
             "\nOne DLQ record, decoded through the registry (subject {}-value):",
             topics.dlq()
         );
+        let payload = example.envelope.original_payload_bytes.clone();
         let example = Selected {
             record: example.clone(),
             history: History::default(),
         };
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&hookline_dlq::json::to_json(&example))?
-        );
+        let mut json = hookline_dlq::json::to_json(&example);
+        let registry = context.registry()?;
+        if let (Some(event), serde_json::Value::Object(fields)) = (
+            hookline_dlq::original::original_event(&registry, &payload).await,
+            &mut json,
+        ) {
+            fields.insert("original_event".to_owned(), event);
+        }
+        println!("{}", serde_json::to_string_pretty(&json)?);
     }
+    let bin = std::env::current_exe()
+        .ok()
+        .and_then(|exe| {
+            let cwd = std::env::current_dir().ok()?;
+            exe.strip_prefix(cwd).ok().map(|p| p.display().to_string())
+        })
+        .unwrap_or_else(|| "hookline".to_owned());
     println!("\nThe receiver and the dispatcher have stopped; the stack keeps running.");
-    println!(
-        "  inspect the DLQ:   hookline dlq inspect            (or see README: Python confluent-kafka)"
-    );
-    println!("  stop the stack:    deploy/local/stack down");
+    println!("  inspect the DLQ:  {bin} dlq inspect --summary");
+    println!("                    {bin} dlq inspect --reason retries_exhausted --output json");
+    println!("                    (the README shows the same with Python's confluent-kafka)");
+    println!("  stop the stack:   deploy/local/stack down");
     Ok(())
 }
 
