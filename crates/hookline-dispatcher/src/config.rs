@@ -15,6 +15,7 @@ use hookline_kafka::{Compatibility, KafkaSettings, RegistrySettings};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{DispatchError, Result};
+use crate::ledger::LedgerSettings;
 
 /// The dispatcher configuration file (TOML). Every field has a default.
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -50,6 +51,26 @@ pub struct DispatcherConfig {
     pub shutdown_grace_ms: u64,
     /// Compatibility level set on the DLQ's registry subject.
     pub dlq_compatibility: Compatibility,
+    /// The optional delivery ledger (Redis) that suppresses second deliveries.
+    pub ledger: LedgerConfig,
+}
+
+/// The delivery ledger: with a Redis URL, each delivery acknowledged with a 2xx is
+/// remembered (`SET NX` with a TTL) and a second copy of the same event to the same
+/// endpoint is not delivered again while it is remembered.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LedgerConfig {
+    /// `redis://[:password@]host:port[/db]` (`rediss://` for TLS); absent or empty: no
+    /// ledger. With one, start-up fails if Redis does not answer a PING.
+    pub redis_url: Option<String>,
+    /// How long a delivery is remembered, in seconds.
+    pub ttl_s: u64,
+    /// Prepended to every key (`<prefix><endpoint id>:<event id>`).
+    pub key_prefix: String,
+    /// The most one Redis command may take, in milliseconds; past it the delivery goes on
+    /// without the ledger's help.
+    pub timeout_ms: u64,
 }
 
 /// Topic names and retry tiers.
@@ -147,6 +168,18 @@ impl Default for DispatcherConfig {
             endpoints_file: None,
             shutdown_grace_ms: 15_000,
             dlq_compatibility: Compatibility::Backward,
+            ledger: LedgerConfig::default(),
+        }
+    }
+}
+
+impl Default for LedgerConfig {
+    fn default() -> Self {
+        LedgerConfig {
+            redis_url: None,
+            ttl_s: 7 * 24 * 60 * 60,
+            key_prefix: "hookline:delivered:".to_owned(),
+            timeout_ms: 1_000,
         }
     }
 }
@@ -205,7 +238,7 @@ impl Default for AdminConfig {
 /// The top-level keys: only `HOOKLINE_*` variables under one of them are config (others,
 /// such as `HOOKLINE_BOOTSTRAP_SERVERS` of the command line or `HOOKLINE_HOME` of the local
 /// stack, belong to other tools). Below a key, unknown names are refused.
-const TOP_LEVEL_KEYS: [&str; 15] = [
+const TOP_LEVEL_KEYS: [&str; 16] = [
     "kafka",
     "registry",
     "topics",
@@ -221,6 +254,7 @@ const TOP_LEVEL_KEYS: [&str; 15] = [
     "endpoints_file",
     "shutdown_grace_ms",
     "dlq_compatibility",
+    "ledger",
 ];
 
 impl DispatcherConfig {
@@ -324,6 +358,7 @@ impl DispatcherConfig {
             .dispatcher_id
             .clone()
             .unwrap_or_else(default_dispatcher_id);
+        let ledger = self.ledger.to_settings()?;
         Ok(Settings {
             endpoints_topic: (!self.topics.endpoints.is_empty())
                 .then(|| self.topics.endpoints.clone()),
@@ -352,7 +387,34 @@ impl DispatcherConfig {
             admin_listen,
             shutdown_grace: Duration::from_millis(self.shutdown_grace_ms),
             dlq_compatibility: self.dlq_compatibility,
+            ledger,
         })
+    }
+}
+
+impl LedgerConfig {
+    /// `None` without a URL; otherwise validated settings (the URL is parsed, not dialled).
+    fn to_settings(&self) -> Result<Option<LedgerSettings>> {
+        let Some(url) = self
+            .redis_url
+            .as_deref()
+            .map(str::trim)
+            .filter(|url| !url.is_empty())
+        else {
+            return Ok(None);
+        };
+        positive("ledger.ttl_s", self.ttl_s)?;
+        positive("ledger.timeout_ms", self.timeout_ms)?;
+        let settings = LedgerSettings {
+            redis_url: url.to_owned(),
+            ttl: Duration::from_secs(self.ttl_s),
+            key_prefix: self.key_prefix.clone(),
+            timeout: Duration::from_millis(self.timeout_ms),
+        };
+        settings
+            .client()
+            .map_err(|error| DispatchError::config("ledger.redis_url", error.to_string()))?;
+        Ok(Some(settings))
     }
 }
 
@@ -440,6 +502,8 @@ pub struct Settings {
     pub shutdown_grace: Duration,
     /// DLQ subject compatibility.
     pub dlq_compatibility: Compatibility,
+    /// The delivery ledger, when configured.
+    pub ledger: Option<LedgerSettings>,
 }
 
 #[cfg(test)]
@@ -475,6 +539,41 @@ mod tests {
         config.admin.listen = "nowhere".to_owned();
         let error = config.into_settings().expect_err("bad listen").to_string();
         assert!(error.contains("admin.listen"), "{error}");
+
+        let mut config = DispatcherConfig::default();
+        config.ledger.redis_url = Some("http://:hunter2@cache:6379".to_owned());
+        let error = config.into_settings().expect_err("bad URL").to_string();
+        assert!(error.contains("ledger.redis_url"), "{error}");
+        assert!(!error.contains("hunter2"), "{error}");
+
+        let mut config = DispatcherConfig::default();
+        config.ledger.redis_url = Some("redis://127.0.0.1:6379".to_owned());
+        config.ledger.ttl_s = 0;
+        let error = config.into_settings().expect_err("no TTL").to_string();
+        assert!(error.contains("ledger.ttl_s"), "{error}");
+    }
+
+    #[test]
+    fn the_ledger_is_off_unless_a_url_is_given() {
+        let settings = DispatcherConfig::default()
+            .into_settings()
+            .expect("defaults are valid");
+        assert!(settings.ledger.is_none());
+
+        let mut config = DispatcherConfig::default();
+        config.ledger.redis_url = Some(String::new());
+        assert!(config.into_settings().expect("empty URL").ledger.is_none());
+
+        let mut config = DispatcherConfig::default();
+        config.ledger.redis_url = Some("redis://127.0.0.1:6379/1".to_owned());
+        let ledger = config
+            .into_settings()
+            .expect("a ledger")
+            .ledger
+            .expect("configured");
+        assert_eq!(ledger.ttl, Duration::from_secs(604_800));
+        assert_eq!(ledger.key_prefix, "hookline:delivered:");
+        assert_eq!(ledger.timeout, Duration::from_millis(1_000));
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! Starting a dispatcher: register the DLQ schema, check the topics, load the endpoints,
-//! open the admin port, then hand over to the poll loop.
+//! Starting a dispatcher: reach the delivery ledger (when configured), register the DLQ
+//! schema, check the topics, load the endpoints, open the admin port, then hand over to the
+//! poll loop.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use crate::context::DispatchContext;
 use crate::deliver::HttpSender;
 use crate::endpoints::{EndpointDefaults, EndpointTable, follow_topic, load_file};
 use crate::error::{DispatchError, Result};
+use crate::ledger::Ledger;
 use crate::metrics::Metrics;
 use crate::poll::{DispatchConsumer, run_loop, spawn_lag_gauge};
 use crate::process::Ctx;
@@ -58,13 +60,32 @@ impl Running {
     }
 }
 
-/// Starts a dispatcher. Errors found at start-up (registry refusing the DLQ schema, missing
-/// topics, bad endpoints file, admin port taken) are returned here; after that it runs until
+/// Starts a dispatcher. Errors found at start-up (a configured ledger's Redis not answering,
+/// registry refusing the DLQ schema, missing topics, bad endpoints file, admin port taken)
+/// are returned here; after that it runs until
 /// `shutdown` is cancelled, then drains in-flight deliveries, commits and stops.
 pub async fn start(settings: Settings, shutdown: CancellationToken) -> Result<Running> {
     let settings = Arc::new(settings);
     let metrics = Metrics::new();
     let readiness = Arc::new(Readiness::default());
+
+    let ledger = match &settings.ledger {
+        Some(ledger_settings) => {
+            let ledger = Ledger::connect(ledger_settings, &settings.dispatcher_id)
+                .await
+                .map_err(|source| DispatchError::Ledger {
+                    url: ledger_settings.redacted_url(),
+                    source,
+                })?;
+            tracing::info!(
+                redis = ledger_settings.redacted_url(),
+                ttl_s = ledger_settings.ttl.as_secs(),
+                "delivery ledger reachable"
+            );
+            Some(ledger)
+        }
+        None => None,
+    };
 
     // The DLQ's schema is registered first, so an incompatible change fails start-up rather
     // than the first parked record.
@@ -164,6 +185,7 @@ pub async fn start(settings: Settings, shutdown: CancellationToken) -> Result<Ru
             settings.dlq_topic.clone(),
             abandon.clone(),
         ),
+        ledger,
         registry,
         endpoints,
         metrics: metrics.clone(),

@@ -54,6 +54,15 @@ pub enum DispatchError {
         #[source]
         source: std::io::Error,
     },
+    /// The delivery ledger's Redis did not answer at start-up.
+    #[error("delivery ledger at {url} (ledger.redis_url): {source}")]
+    Ledger {
+        /// The Redis URL, password hidden.
+        url: String,
+        /// What failed.
+        #[source]
+        source: crate::ledger::LedgerError,
+    },
     /// The HTTP client could not be built.
     #[error("building the HTTP client")]
     Http(#[source] reqwest::Error),

@@ -10,6 +10,7 @@ mod dispatcher;
 mod endpoints;
 mod envelope;
 mod error;
+mod ledger;
 mod lifecycle;
 mod metrics;
 mod offsets;
@@ -21,9 +22,10 @@ mod shared;
 
 pub use admin::Readiness;
 pub use config::{
-    AdminConfig, BreakerConfig, ConcurrencyConfig, DispatcherConfig, HttpConfig, OutboundConfig,
-    Settings, TopicsConfig,
+    AdminConfig, BreakerConfig, ConcurrencyConfig, DispatcherConfig, HttpConfig, LedgerConfig,
+    OutboundConfig, Settings, TopicsConfig,
 };
 pub use dispatcher::{Running, start};
 pub use error::{DispatchError, Result};
+pub use ledger::{LedgerError, LedgerSettings};
 pub use metrics::{Metrics, Totals};

@@ -33,6 +33,11 @@ struct ReasonLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OpLabel {
+    op: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StateLabel {
     state: &'static str,
 }
@@ -46,6 +51,7 @@ pub struct Metrics {
     retries: Family<TierLabel, Counter>,
     dlq: Family<ReasonLabel, Counter>,
     transitions: Family<StateLabel, Counter>,
+    ledger_errors: Family<OpLabel, Counter>,
     latency: Histogram,
     in_flight: Gauge,
     lag: Gauge,
@@ -57,6 +63,8 @@ pub struct Metrics {
 pub struct Totals {
     /// Deliveries that succeeded.
     pub succeeded: u64,
+    /// Copies not delivered because the ledger knew the endpoint had the event already.
+    pub duplicates_suppressed: u64,
     /// Records scheduled into each retry tier (by tier suffix), deferrals included.
     pub retries_by_tier: BTreeMap<String, u64>,
     /// Records parked in the DLQ, by reason code.
@@ -78,12 +86,13 @@ impl Metrics {
         let retries = Family::<TierLabel, Counter>::default();
         let dlq = Family::<ReasonLabel, Counter>::default();
         let transitions = Family::<StateLabel, Counter>::default();
+        let ledger_errors = Family::<OpLabel, Counter>::default();
         let latency = Histogram::new(exponential_buckets(0.005, 2.0, 14));
         let in_flight = Gauge::default();
         let lag = Gauge::default();
         registry.register(
             "webhook_delivery",
-            "Deliveries by final status (succeeded, retry_scheduled, dlq)",
+            "Deliveries by final status (succeeded, duplicate_suppressed, retry_scheduled, dlq)",
             deliveries.clone(),
         );
         registry.register(
@@ -107,6 +116,11 @@ impl Metrics {
             transitions.clone(),
         );
         registry.register(
+            "webhook_ledger_errors",
+            "Delivery ledger (Redis) commands that failed or timed out, by command",
+            ledger_errors.clone(),
+        );
+        registry.register(
             "webhook_delivery_latency_seconds",
             "Duration of one HTTP attempt",
             latency.clone(),
@@ -128,6 +142,7 @@ impl Metrics {
             retries,
             dlq,
             transitions,
+            ledger_errors,
             latency,
             in_flight,
             lag,
@@ -169,6 +184,18 @@ impl Metrics {
         };
         self.deliveries.get_or_create(&status).inc();
         self.lock_totals().succeeded += 1;
+    }
+
+    pub(crate) fn duplicate_suppressed(&self) {
+        let status = StatusLabel {
+            status: "duplicate_suppressed",
+        };
+        self.deliveries.get_or_create(&status).inc();
+        self.lock_totals().duplicates_suppressed += 1;
+    }
+
+    pub(crate) fn ledger_error(&self, op: &'static str) {
+        self.ledger_errors.get_or_create(&OpLabel { op }).inc();
     }
 
     pub(crate) fn retry_scheduled(&self, tier: &str) {

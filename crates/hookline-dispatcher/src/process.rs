@@ -1,6 +1,7 @@
 //! One delivery, from the consumed record to a durable outcome: decode, validate, look the
-//! endpoint up, guard the URL, ask the breaker, attempt over HTTP, classify, and then either
-//! done, a retry record in a tier, or an envelope in the DLQ.
+//! endpoint up, ask the ledger whether the endpoint has the event already, guard the URL,
+//! ask the breaker, attempt over HTTP, classify, and then either done (remembered in the
+//! ledger), a retry record in a tier, or an envelope in the DLQ.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -20,6 +21,7 @@ use crate::config::Settings;
 use crate::deliver::{Attempt, HttpSender, RequestParts, build_request, precheck};
 use crate::endpoints::{Endpoint, EndpointTable};
 use crate::envelope::{Failure, build_envelope};
+use crate::ledger::Ledger;
 use crate::lifecycle::{Lifecycle, Step};
 use crate::metrics::Metrics;
 use crate::record::SourceRecord;
@@ -32,6 +34,8 @@ pub(crate) struct Ctx {
     pub endpoints: Arc<EndpointTable>,
     pub http: HttpSender,
     pub router: Router,
+    /// The delivery ledger, when configured.
+    pub ledger: Option<Ledger>,
     pub metrics: Metrics,
     /// Attempts running at once, over all endpoints.
     pub global: Arc<Semaphore>,
@@ -111,6 +115,13 @@ pub(crate) async fn deliver(ctx: &Ctx, record: &SourceRecord) -> Result<Finished
         let failure = Failure::new(ErrorReason::EndpointDisabled, message).at(&endpoint.config.url);
         return reject(ctx, &mut life, record, &meta, Some(&event), failure).await;
     }
+    if already_delivered(ctx, &event).await {
+        life.step(Step::Process);
+        life.step(Step::Succeed);
+        ctx.metrics.duplicate_suppressed();
+        tracing::info!("already acknowledged by the endpoint (delivery ledger); not sent again");
+        return Ok(Finished::Delivered);
+    }
     let url = event
         .endpoint_url
         .as_deref()
@@ -174,6 +185,7 @@ pub(crate) async fn deliver(ctx: &Ctx, record: &SourceRecord) -> Result<Finished
                 life.step(Step::Succeed);
                 ctx.metrics.delivered();
                 tracing::info!(took_ms = attempt.took.as_millis(), "delivered");
+                remember_delivered(ctx, &event).await;
                 return Ok(Finished::Delivered);
             }
             Classification::NonRetryable { reason } => {
@@ -240,6 +252,44 @@ pub(crate) async fn deliver(ctx: &Ctx, record: &SourceRecord) -> Result<Finished
             "attempt failed; retry scheduled"
         );
         return Ok(Finished::RetryScheduled);
+    }
+}
+
+/// Whether the ledger knows that the endpoint acknowledged this event already. A ledger
+/// that cannot answer does not hold the delivery up: it is attempted (at-least-once).
+async fn already_delivered(ctx: &Ctx, event: &WebhookEvent) -> bool {
+    let Some(ledger) = &ctx.ledger else {
+        return false;
+    };
+    match ledger
+        .was_delivered(&event.endpoint_id, &event.event_id)
+        .await
+    {
+        Ok(known) => known,
+        Err(error) => {
+            ctx.metrics.ledger_error(error.op());
+            tracing::warn!(%error, "the delivery ledger cannot be checked; delivering anyway");
+            false
+        }
+    }
+}
+
+/// Remembers a 2xx in the ledger. The endpoint has the event whatever happens here, so a
+/// failure is logged and counted, never turned into a retry.
+async fn remember_delivered(ctx: &Ctx, event: &WebhookEvent) {
+    let Some(ledger) = &ctx.ledger else {
+        return;
+    };
+    match ledger
+        .record_delivered(&event.endpoint_id, &event.event_id, now_ms())
+        .await
+    {
+        Ok(true) => {}
+        Ok(false) => tracing::info!("the delivery ledger had this delivery already"),
+        Err(error) => {
+            ctx.metrics.ledger_error(error.op());
+            tracing::warn!(%error, "the delivery could not be remembered in the ledger");
+        }
     }
 }
 

@@ -1,0 +1,287 @@
+//! The optional delivery ledger: a Redis key per (endpoint, event) acknowledged with a 2xx,
+//! written `SET NX` with a TTL, so that a second copy of the event (a duplicate publish, a
+//! replay after a lost commit, a re-drive) is not delivered again while it is remembered.
+
+use std::fmt;
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Client, RedisError};
+
+/// A `Result` with [`LedgerError`].
+pub type LedgerResult<T> = std::result::Result<T, LedgerError>;
+
+/// Why the ledger could not answer.
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    /// The ledger's URL is not a Redis URL.
+    #[error("{url} is not a Redis URL: {source}")]
+    BadUrl {
+        /// The URL, password hidden.
+        url: String,
+        /// The client's parse error.
+        #[source]
+        source: RedisError,
+    },
+    /// Redis answered a command with an error, or the connection failed.
+    #[error("redis {op} failed: {source}")]
+    Redis {
+        /// The command.
+        op: &'static str,
+        /// The client's error.
+        #[source]
+        source: RedisError,
+    },
+    /// Redis did not answer in time.
+    #[error("redis {op} got no answer within {after:?}")]
+    Timeout {
+        /// The command.
+        op: &'static str,
+        /// The configured timeout.
+        after: Duration,
+    },
+    /// Redis answered, but not what the command answers.
+    #[error("redis {op} answered {answer:?}")]
+    Unexpected {
+        /// The command.
+        op: &'static str,
+        /// What it answered.
+        answer: String,
+    },
+}
+
+impl LedgerError {
+    /// The failing command, a low-cardinality label.
+    pub fn op(&self) -> &'static str {
+        match self {
+            LedgerError::BadUrl { .. } => "connect",
+            LedgerError::Redis { op, .. }
+            | LedgerError::Timeout { op, .. }
+            | LedgerError::Unexpected { op, .. } => op,
+        }
+    }
+}
+
+/// Validated ledger settings.
+#[derive(Clone)]
+pub struct LedgerSettings {
+    /// `redis://[:password@]host:port[/db]` (or `rediss://` for TLS).
+    pub redis_url: String,
+    /// How long a delivery is remembered.
+    pub ttl: Duration,
+    /// Prepended to every key.
+    pub key_prefix: String,
+    /// The most one Redis command may take, connecting included.
+    pub timeout: Duration,
+}
+
+impl LedgerSettings {
+    /// The URL with its password hidden, for logs and errors.
+    pub fn redacted_url(&self) -> String {
+        redact(&self.redis_url)
+    }
+
+    /// Checks that the URL is one the client can use (without connecting).
+    pub(crate) fn client(&self) -> LedgerResult<Client> {
+        Client::open(self.redis_url.as_str()).map_err(|source| LedgerError::BadUrl {
+            url: self.redacted_url(),
+            source,
+        })
+    }
+}
+
+impl fmt::Debug for LedgerSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LedgerSettings")
+            .field("redis_url", &self.redacted_url())
+            .field("ttl", &self.ttl)
+            .field("key_prefix", &self.key_prefix)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+/// Hides a URL's password (`redis://user:***@host`).
+fn redact(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) if parsed.password().is_some() => {
+            // Setting a password fails only on URLs that cannot have one.
+            let _ = parsed.set_password(Some("***"));
+            parsed.to_string()
+        }
+        Ok(parsed) => parsed.to_string(),
+        Err(_) => "<unparsable URL>".to_owned(),
+    }
+}
+
+/// The ledger: one multiplexed connection that reconnects by itself; every command is
+/// bounded by the timeout, so an unreachable Redis costs a delivery at most that long.
+#[derive(Clone)]
+pub(crate) struct Ledger {
+    conn: ConnectionManager,
+    settings: LedgerSettings,
+    /// Stored as the key's value: who acknowledged the delivery.
+    owner: String,
+}
+
+impl fmt::Debug for Ledger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ledger")
+            .field("settings", &self.settings)
+            .field("owner", &self.owner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Ledger {
+    /// Connects and checks with a PING that Redis answers.
+    pub async fn connect(settings: &LedgerSettings, owner: &str) -> LedgerResult<Ledger> {
+        let client = settings.client()?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(settings.timeout))
+            .set_response_timeout(Some(settings.timeout))
+            // Reconnection is retried on the next command too; a short burst is enough.
+            .set_number_of_retries(2)
+            .set_max_delay(settings.timeout);
+        let conn = bounded(
+            "connect",
+            settings.timeout,
+            ConnectionManager::new_with_config(client, config),
+        )
+        .await?;
+        let ledger = Ledger {
+            conn,
+            settings: settings.clone(),
+            owner: owner.to_owned(),
+        };
+        ledger.ping().await?;
+        Ok(ledger)
+    }
+
+    /// PING: is Redis there?
+    pub async fn ping(&self) -> LedgerResult<()> {
+        let answer: String = self.query("PING", redis::cmd("PING")).await?;
+        if answer == "PONG" {
+            Ok(())
+        } else {
+            Err(LedgerError::Unexpected { op: "PING", answer })
+        }
+    }
+
+    /// Whether `endpoint` already acknowledged `event_id`.
+    pub async fn was_delivered(&self, endpoint: &str, event_id: &str) -> LedgerResult<bool> {
+        let mut cmd = redis::cmd("EXISTS");
+        cmd.arg(self.key(endpoint, event_id));
+        let count: u64 = self.query("EXISTS", cmd).await?;
+        Ok(count > 0)
+    }
+
+    /// Remembers that `endpoint` acknowledged `event_id` (`SET NX EX`); `false` when it was
+    /// remembered already (another replica delivered a copy at the same time).
+    pub async fn record_delivered(
+        &self,
+        endpoint: &str,
+        event_id: &str,
+        at_ms: i64,
+    ) -> LedgerResult<bool> {
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(self.key(endpoint, event_id))
+            .arg(format!("{}/{at_ms}", self.owner))
+            .arg("NX")
+            .arg("EX")
+            .arg(self.settings.ttl.as_secs().max(1));
+        let answer: Option<String> = self.query("SET", cmd).await?;
+        Ok(answer.is_some())
+    }
+
+    /// The key of one delivery: `<prefix><endpoint>:<event id>`.
+    pub fn key(&self, endpoint: &str, event_id: &str) -> String {
+        key(&self.settings.key_prefix, endpoint, event_id)
+    }
+
+    async fn query<T: redis::FromRedisValue>(
+        &self,
+        op: &'static str,
+        cmd: redis::Cmd,
+    ) -> LedgerResult<T> {
+        let mut conn = self.conn.clone();
+        bounded(op, self.settings.timeout, async move {
+            cmd.query_async::<T>(&mut conn).await
+        })
+        .await
+    }
+}
+
+fn key(prefix: &str, endpoint: &str, event_id: &str) -> String {
+    format!("{prefix}{endpoint}:{event_id}")
+}
+
+/// Runs a Redis call within `after`.
+async fn bounded<T>(
+    op: &'static str,
+    after: Duration,
+    call: impl Future<Output = redis::RedisResult<T>>,
+) -> LedgerResult<T> {
+    match tokio::time::timeout(after, call).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(source)) => Err(LedgerError::Redis { op, source }),
+        Err(_) => Err(LedgerError::Timeout { op, after }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(url: &str) -> LedgerSettings {
+        LedgerSettings {
+            redis_url: url.to_owned(),
+            ttl: Duration::from_secs(60),
+            key_prefix: "hookline:delivered:".to_owned(),
+            timeout: Duration::from_millis(200),
+        }
+    }
+
+    #[test]
+    fn keys_join_prefix_endpoint_and_event() {
+        assert_eq!(
+            key("hookline:delivered:", "ep-1", "evt-9"),
+            "hookline:delivered:ep-1:evt-9"
+        );
+    }
+
+    #[test]
+    fn passwords_never_show() {
+        let settings = settings("redis://user:s3cret@cache.internal:6380/2");
+        assert_eq!(
+            settings.redacted_url(),
+            "redis://user:***@cache.internal:6380/2"
+        );
+        assert!(!format!("{settings:?}").contains("s3cret"));
+        assert_eq!(redact("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
+    }
+
+    #[test]
+    fn urls_are_checked_without_connecting() {
+        assert!(settings("redis://127.0.0.1:6379/0").client().is_ok());
+        let error = settings("http://:pw@127.0.0.1:6379")
+            .client()
+            .expect_err("not a Redis URL");
+        assert!(!error.to_string().contains("pw@"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_redis_fails_within_the_timeout() {
+        // A port nothing listens on: bound, then released.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .expect("a free port")
+            .port();
+        let started = std::time::Instant::now();
+        let error = Ledger::connect(&settings(&format!("redis://127.0.0.1:{port}")), "test")
+            .await
+            .expect_err("nothing listens");
+        assert_eq!(error.op(), "connect");
+        assert!(started.elapsed() < Duration::from_secs(2), "{error}");
+    }
+}

@@ -1,0 +1,421 @@
+//! End-to-end tests of the delivery ledger: the real local stack (broker and registry from
+//! `deploy/local/stack up`), a real HTTP receiver on 127.0.0.1:0, and a real `redis-server`
+//! started by each test on a free loopback port (installed by `deploy/setup`).
+
+use std::collections::BTreeMap;
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use hookline_core::WebhookEvent;
+use hookline_dispatcher::{DispatchError, DispatcherConfig, Running, start};
+use hookline_kafka::KafkaSettings;
+use hookline_testkit::{
+    Receiver, Reply, TestTopics, kafka_settings, registry_settings, unique_name, wait_until,
+};
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use tokio_util::sync::CancellationToken;
+
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+const DEADLINE: Duration = Duration::from_secs(60);
+const PREFIX: &str = "hookline:delivered:";
+
+/// A `redis-server` of the test's own, without persistence, stopped when dropped.
+struct RedisServer {
+    port: u16,
+    child: Option<Child>,
+}
+
+impl RedisServer {
+    /// Starts one on a free port and waits until it answers PING.
+    async fn start() -> RedisServer {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .expect("a free loopback port")
+            .port();
+        let mut server = RedisServer { port, child: None };
+        server.restart().await;
+        server
+    }
+
+    /// Starts it (again) on its port.
+    async fn restart(&mut self) {
+        assert!(self.child.is_none(), "already running");
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        let child = match child {
+            Ok(child) => child,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => panic!(
+                "redis-server is not on PATH: run `deploy/setup` (it installs the Debian \
+                 package redis-server) and try again"
+            ),
+            Err(error) => panic!("starting redis-server: {error}"),
+        };
+        self.child = Some(child);
+        let url = self.url();
+        wait_until(
+            Duration::from_secs(10),
+            "redis-server to answer PING",
+            || {
+                let url = url.clone();
+                async move { ping(&url).await.then_some(()) }
+            },
+        )
+        .await;
+    }
+
+    /// Kills it (as a crash would) and waits until it is gone.
+    fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Runs one command on a fresh connection.
+    async fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> T {
+        let client = redis::Client::open(self.url()).expect("a Redis URL");
+        let mut conn = client
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connect to the test's redis-server");
+        cmd.query_async(&mut conn).await.expect("a Redis answer")
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+async fn ping(url: &str) -> bool {
+    let Ok(client) = redis::Client::open(url) else {
+        return false;
+    };
+    let attempt = async {
+        let mut conn = client.get_multiplexed_async_connection().await.ok()?;
+        redis::cmd("PING")
+            .query_async::<String>(&mut conn)
+            .await
+            .ok()
+    };
+    matches!(
+        tokio::time::timeout(Duration::from_secs(1), attempt).await,
+        Ok(Some(answer)) if answer == "PONG"
+    )
+}
+
+struct Harness {
+    topics: TestTopics,
+    kafka: KafkaSettings,
+    receiver: Receiver,
+    producer: FutureProducer,
+    redis: RedisServer,
+    shutdown: CancellationToken,
+    running: Option<Running>,
+}
+
+impl Harness {
+    async fn new(test: &str) -> Harness {
+        let kafka = kafka_settings();
+        let topics = TestTopics::new(test, &["200ms", "500ms"]);
+        topics.create(&kafka, 2).await;
+        Harness {
+            receiver: Receiver::start().await,
+            producer: kafka.producer_config().create().expect("producer"),
+            redis: RedisServer::start().await,
+            shutdown: CancellationToken::new(),
+            running: None,
+            topics,
+            kafka,
+        }
+    }
+
+    /// A configuration for this test, with the ledger on the test's Redis; each call is a
+    /// new consumer group, which reads the topics from the beginning.
+    fn config(&self) -> DispatcherConfig {
+        let mut config = DispatcherConfig {
+            kafka: self.kafka.clone(),
+            registry: registry_settings(),
+            group_id: unique_name("dispatchers"),
+            ..DispatcherConfig::default()
+        };
+        config.topics.events = self.topics.events.clone();
+        config.topics.endpoints = self.topics.endpoints.clone();
+        config.topics.retry_tiers = self.topics.tiers.clone();
+        config.retry.strategy = hookline_core::policy::StrategyKind::Fixed;
+        config.retry.base_ms = 300;
+        config.retry.cap_ms = 300;
+        config.retry.max_attempts = 3;
+        config.outbound.allow_loopback = true;
+        config.admin.listen = "127.0.0.1:0".to_owned();
+        config.shutdown_grace_ms = 5_000;
+        config.http.timeout_ms = 2_000;
+        config.ledger.redis_url = Some(self.redis.url());
+        config.ledger.ttl_s = 3_600;
+        config.ledger.timeout_ms = 300;
+        config
+    }
+
+    async fn start(&mut self, config: DispatcherConfig) {
+        let settings = config.into_settings().expect("valid test config");
+        self.running = Some(
+            start(settings, self.shutdown.clone())
+                .await
+                .expect("dispatcher starts"),
+        );
+    }
+
+    /// Stops the dispatcher; the next `start` gets a fresh shutdown token.
+    async fn stop(&mut self) {
+        self.shutdown.cancel();
+        if let Some(running) = self.running.take() {
+            running.wait().await.expect("clean stop");
+        }
+        self.shutdown = CancellationToken::new();
+    }
+
+    fn metrics(&self) -> String {
+        self.running
+            .as_ref()
+            .map(|r| r.metrics().encode())
+            .unwrap_or_default()
+    }
+
+    /// The value of one metric line (`name{labels}`), 0 when absent.
+    fn metric(&self, series: &str) -> u64 {
+        self.metrics()
+            .lines()
+            .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// The sum of a counter family over its labels.
+    fn metric_sum(&self, family: &str) -> u64 {
+        self.metrics()
+            .lines()
+            .filter(|line| line.starts_with(&format!("{family}{{")))
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    }
+
+    async fn put_endpoint(&self, id: &str, url: &str) {
+        let value = serde_json::json!({ "url": url, "secrets": [SECRET] }).to_string();
+        self.producer
+            .send(
+                FutureRecord::to(&self.topics.endpoints)
+                    .key(id)
+                    .payload(&value),
+                DEADLINE,
+            )
+            .await
+            .expect("endpoint written");
+    }
+
+    /// Publishes one record of `event` (a second call publishes a second record).
+    async fn publish(&self, event: &WebhookEvent) {
+        let value = event.to_json();
+        let record = FutureRecord::to(&self.topics.events)
+            .key(&event.endpoint_id)
+            .payload(&value)
+            .headers(OwnedHeaders::new().insert(Header {
+                key: "webhook-id",
+                value: Some(&event.event_id),
+            }));
+        self.producer
+            .send(record, DEADLINE)
+            .await
+            .expect("event written");
+    }
+
+    async fn wait_for_requests(&self, name: &str, count: usize) {
+        wait_until(DEADLINE, &format!("{count} requests on {name}"), || async {
+            (self.receiver.count(name) >= count).then_some(())
+        })
+        .await;
+    }
+
+    async fn wait_for_metric(&self, series: &str, at_least: u64) {
+        wait_until(DEADLINE, &format!("{series} >= {at_least}"), || async {
+            (self.metric(series) >= at_least).then_some(())
+        })
+        .await;
+    }
+}
+
+fn event(endpoint: &str, n: usize) -> WebhookEvent {
+    WebhookEvent {
+        event_id: format!("evt-{}-{n}", unique_name("id")),
+        event_type: "invoice.paid".to_owned(),
+        endpoint_id: endpoint.to_owned(),
+        endpoint_url: None,
+        payload: format!(r#"{{"invoice":{n}}}"#).into_bytes(),
+        content_type: "application/json".to_owned(),
+        headers: BTreeMap::new(),
+        created_at_ms: 1_700_000_000_000,
+    }
+}
+
+const DELIVERED: &str = r#"webhook_delivery_total{status="succeeded"}"#;
+const SUPPRESSED: &str = r#"webhook_delivery_total{status="duplicate_suppressed"}"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_second_record_of_a_delivered_event_is_not_delivered_again() {
+    let mut h = Harness::new("ledger-dup").await;
+    let url = h.receiver.script("dup", |_| Reply::Status(204));
+    h.put_endpoint("ep-dup", &url).await;
+    h.start(h.config()).await;
+
+    let event = event("ep-dup", 1);
+    h.publish(&event).await;
+    h.wait_for_metric(DELIVERED, 1).await;
+    let key = format!("{PREFIX}ep-dup:{}", event.event_id);
+    let remembered: Option<String> = h.redis.query(redis::cmd("GET").arg(&key)).await;
+    let remembered = remembered.expect("the delivery is in the ledger");
+    assert!(
+        remembered.contains('/'),
+        "<dispatcher id>/<ms>: {remembered}"
+    );
+    let ttl: i64 = h.redis.query(redis::cmd("TTL").arg(&key)).await;
+    assert!((1..=3_600).contains(&ttl), "remembered for ttl_s: {ttl}");
+
+    // The producer publishes the same event again (a retried send, a replay).
+    h.publish(&event).await;
+    h.wait_for_metric(SUPPRESSED, 1).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let received = h.receiver.received("dup");
+    assert_eq!(received.len(), 1, "delivered once");
+    assert_eq!(
+        received[0].header("webhook-id"),
+        Some(event.event_id.as_str())
+    );
+    assert_eq!(h.metric(DELIVERED), 1, "{}", h.metrics());
+    assert_eq!(h.metric(SUPPRESSED), 1, "{}", h.metrics());
+    assert_eq!(h.metric_sum("webhook_ledger_errors_total"), 0);
+
+    // Another event to the same endpoint is not held back by the first one's key.
+    let other = self::event("ep-dup", 2);
+    h.publish(&other).await;
+    h.wait_for_requests("dup", 2).await;
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_new_consumer_group_replaying_the_topic_delivers_nothing_again() {
+    let mut h = Harness::new("ledger-replay").await;
+    let url = h.receiver.script("replay", |_| Reply::Status(200));
+    h.put_endpoint("ep-replay", &url).await;
+    h.start(h.config()).await;
+    let events: Vec<_> = (0..5).map(|n| event("ep-replay", n)).collect();
+    for event in &events {
+        h.publish(event).await;
+    }
+    h.wait_for_requests("replay", 5).await;
+    h.wait_for_metric(DELIVERED, 5).await;
+    h.stop().await;
+
+    // A new group has no committed offsets: it reads every record again.
+    h.start(h.config()).await;
+    h.wait_for_metric(SUPPRESSED, 5).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(h.receiver.count("replay"), 5, "nothing delivered again");
+    assert_eq!(h.metric(DELIVERED), 0, "{}", h.metrics());
+    assert_eq!(h.metric(SUPPRESSED), 5, "{}", h.metrics());
+    let totals = h.running.as_ref().expect("running").metrics().totals();
+    assert_eq!(totals.duplicates_suppressed, 5);
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn deliveries_go_on_without_redis_and_the_ledger_comes_back_with_it() {
+    let mut h = Harness::new("ledger-down").await;
+    let url = h.receiver.script("down", |_| Reply::Status(202));
+    h.put_endpoint("ep-down", &url).await;
+    h.start(h.config()).await;
+    let first = event("ep-down", 0);
+    h.publish(&first).await;
+    h.wait_for_metric(DELIVERED, 1).await;
+
+    h.redis.stop();
+    let during: Vec<_> = (1..=4).map(|n| event("ep-down", n)).collect();
+    for event in &during {
+        h.publish(event).await;
+    }
+    // At-least-once without the ledger's help: each is delivered, and each failed EXISTS
+    // and SET is counted.
+    h.wait_for_requests("down", 5).await;
+    h.wait_for_metric(DELIVERED, 5).await;
+    let errors = h.metric_sum("webhook_ledger_errors_total");
+    assert!(errors >= 4, "{}", h.metrics());
+    assert!(
+        h.metrics()
+            .contains(r#"webhook_ledger_errors_total{op="EXISTS"}"#),
+        "{}",
+        h.metrics()
+    );
+    assert_eq!(h.metric_sum("webhook_dlq_total"), 0, "{}", h.metrics());
+    assert_eq!(h.metric_sum("webhook_retries_total"), 0, "{}", h.metrics());
+
+    // Redis back (empty: it kept nothing): the same connection manager reconnects, and a
+    // delivery made now is remembered again, so its next copy is suppressed.
+    h.redis.restart().await;
+    let mut n = 100;
+    let remembered = wait_until(DEADLINE, "the ledger to remember a delivery again", || {
+        n += 1;
+        let fresh = event("ep-down", n);
+        let h = &h;
+        async move {
+            h.publish(&fresh).await;
+            let key = format!("{PREFIX}ep-down:{}", fresh.event_id);
+            for _ in 0..50 {
+                let known: u64 = h.redis.query(redis::cmd("EXISTS").arg(&key)).await;
+                if known == 1 {
+                    return Some(fresh);
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            None
+        }
+    })
+    .await;
+    h.publish(&remembered).await;
+    h.wait_for_metric(SUPPRESSED, 1).await;
+    let copies = h
+        .receiver
+        .received("down")
+        .iter()
+        .filter(|r| r.header("webhook-id") == Some(remembered.event_id.as_str()))
+        .count();
+    assert_eq!(copies, 1, "the remembered event was delivered once");
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn start_up_fails_when_the_configured_ledger_does_not_answer() {
+    let mut h = Harness::new("ledger-absent").await;
+    let url = h.redis.url();
+    h.redis.stop();
+    let settings = h.config().into_settings().expect("valid config");
+    let error = start(settings, h.shutdown.clone())
+        .await
+        .err()
+        .expect("start-up refused");
+    assert!(matches!(error, DispatchError::Ledger { .. }), "{error:?}");
+    let message = error.to_string();
+    assert!(
+        message.contains("ledger.redis_url") && message.contains(&url),
+        "{message}"
+    );
+    h.shutdown.cancel();
+}
