@@ -1,11 +1,9 @@
 //! End-to-end tests of reading and filtering the DLQ against the real local stack
 //! (`deploy/local/stack up`): each test writes its own envelopes to its own topics.
 
-mod common;
-
 use std::sync::Arc;
 
-use common::{Dlq, HOUR, envelope, spec};
+use crate::common::{Dlq, HOUR, envelope, spec};
 use hookline_core::envelope::ErrorReason;
 use hookline_dlq::filter::now_ms;
 use hookline_dlq::reader::topic_exists;
@@ -185,7 +183,7 @@ async fn following_yields_records_parked_after_the_start() {
         .await
         .expect("open");
     let mut next = async || {
-        tokio::time::timeout(common::DEADLINE, reader.next())
+        tokio::time::timeout(crate::common::DEADLINE, reader.next())
             .await
             .expect("a record before the deadline")
             .expect("read")

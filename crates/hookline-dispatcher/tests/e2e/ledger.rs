@@ -2,23 +2,17 @@
 //! `deploy/local/stack up`), a real HTTP receiver on 127.0.0.1:0, and a real `redis-server`
 //! started by each test on a free loopback port (installed by `deploy/setup`).
 
-use std::collections::BTreeMap;
 use std::net::TcpListener;
+use std::ops::{Deref, DerefMut};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use hookline_core::WebhookEvent;
-use hookline_dispatcher::{DispatchError, DispatcherConfig, Running, start};
-use hookline_kafka::KafkaSettings;
-use hookline_testkit::{
-    Receiver, Reply, TestTopics, kafka_settings, registry_settings, unique_name, wait_until,
-};
-use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{FutureProducer, FutureRecord};
-use tokio_util::sync::CancellationToken;
+use hookline_dispatcher::{DispatchError, DispatcherConfig, start};
+use hookline_testkit::{Reply, wait_until};
 
-const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
-const DEADLINE: Duration = Duration::from_secs(60);
+use crate::harness::{DEADLINE, Harness, event};
+
 const PREFIX: &str = "hookline:delivered:";
 
 /// A `redis-server` of the test's own, without persistence, stopped when dropped.
@@ -116,52 +110,38 @@ async fn ping(url: &str) -> bool {
     )
 }
 
-struct Harness {
-    topics: TestTopics,
-    kafka: KafkaSettings,
-    receiver: Receiver,
-    producer: FutureProducer,
+/// The common harness with a Redis of the test's own for the ledger.
+struct LedgerHarness {
+    inner: Harness,
     redis: RedisServer,
-    shutdown: CancellationToken,
-    running: Option<Running>,
 }
 
-impl Harness {
-    async fn new(test: &str) -> Harness {
-        let kafka = kafka_settings();
-        let topics = TestTopics::new(test, &["200ms", "500ms"]);
-        topics.create(&kafka, 2).await;
-        Harness {
-            receiver: Receiver::start().await,
-            producer: kafka.producer_config().create().expect("producer"),
+impl Deref for LedgerHarness {
+    type Target = Harness;
+
+    fn deref(&self) -> &Harness {
+        &self.inner
+    }
+}
+
+impl DerefMut for LedgerHarness {
+    fn deref_mut(&mut self) -> &mut Harness {
+        &mut self.inner
+    }
+}
+
+impl LedgerHarness {
+    async fn new(test: &str) -> LedgerHarness {
+        LedgerHarness {
+            inner: Harness::new(test).await,
             redis: RedisServer::start().await,
-            shutdown: CancellationToken::new(),
-            running: None,
-            topics,
-            kafka,
         }
     }
 
-    /// A configuration for this test, with the ledger on the test's Redis; each call is a
-    /// new consumer group, which reads the topics from the beginning.
+    /// The common configuration with the ledger on the test's Redis; each call is a new
+    /// consumer group, which reads the topics from the beginning.
     fn config(&self) -> DispatcherConfig {
-        let mut config = DispatcherConfig {
-            kafka: self.kafka.clone(),
-            registry: registry_settings(),
-            group_id: unique_name("dispatchers"),
-            ..DispatcherConfig::default()
-        };
-        config.topics.events = self.topics.events.clone();
-        config.topics.endpoints = self.topics.endpoints.clone();
-        config.topics.retry_tiers = self.topics.tiers.clone();
-        config.retry.strategy = hookline_core::policy::StrategyKind::Fixed;
-        config.retry.base_ms = 300;
-        config.retry.cap_ms = 300;
-        config.retry.max_attempts = 3;
-        config.outbound.allow_loopback = true;
-        config.admin.listen = "127.0.0.1:0".to_owned();
-        config.shutdown_grace_ms = 5_000;
-        config.http.timeout_ms = 2_000;
+        let mut config = self.inner.config();
         config.ledger.redis_url = Some(self.redis.url());
         config.ledger.ttl_s = 3_600;
         config.ledger.timeout_ms = 300;
@@ -169,101 +149,18 @@ impl Harness {
     }
 
     async fn start(&mut self, config: DispatcherConfig) {
-        let settings = config.into_settings().expect("valid test config");
-        self.running = Some(
-            start(settings, self.shutdown.clone())
-                .await
-                .expect("dispatcher starts"),
-        );
-    }
-
-    /// Stops the dispatcher; the next `start` gets a fresh shutdown token.
-    async fn stop(&mut self) {
-        self.shutdown.cancel();
-        if let Some(running) = self.running.take() {
-            running.wait().await.expect("clean stop");
-        }
-        self.shutdown = CancellationToken::new();
-    }
-
-    fn metrics(&self) -> String {
-        self.running
-            .as_ref()
-            .map(|r| r.metrics().encode())
-            .unwrap_or_default()
-    }
-
-    /// The value of one metric line (`name{labels}`), 0 when absent.
-    fn metric(&self, series: &str) -> u64 {
-        self.metrics()
-            .lines()
-            .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
-            .unwrap_or(0)
-    }
-
-    /// The sum of a counter family over its labels.
-    fn metric_sum(&self, family: &str) -> u64 {
-        self.metrics()
-            .lines()
-            .filter(|line| line.starts_with(&format!("{family}{{")))
-            .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
-            .sum()
+        self.inner.start(config).await;
     }
 
     async fn put_endpoint(&self, id: &str, url: &str) {
-        let value = serde_json::json!({ "url": url, "secrets": [SECRET] }).to_string();
-        self.producer
-            .send(
-                FutureRecord::to(&self.topics.endpoints)
-                    .key(id)
-                    .payload(&value),
-                DEADLINE,
-            )
-            .await
-            .expect("endpoint written");
+        self.inner
+            .put_endpoint(id, serde_json::json!({ "url": url }))
+            .await;
     }
 
     /// Publishes one record of `event` (a second call publishes a second record).
     async fn publish(&self, event: &WebhookEvent) {
-        let value = event.to_json();
-        let record = FutureRecord::to(&self.topics.events)
-            .key(&event.endpoint_id)
-            .payload(&value)
-            .headers(OwnedHeaders::new().insert(Header {
-                key: "webhook-id",
-                value: Some(&event.event_id),
-            }));
-        self.producer
-            .send(record, DEADLINE)
-            .await
-            .expect("event written");
-    }
-
-    async fn wait_for_requests(&self, name: &str, count: usize) {
-        wait_until(DEADLINE, &format!("{count} requests on {name}"), || async {
-            (self.receiver.count(name) >= count).then_some(())
-        })
-        .await;
-    }
-
-    async fn wait_for_metric(&self, series: &str, at_least: u64) {
-        wait_until(DEADLINE, &format!("{series} >= {at_least}"), || async {
-            (self.metric(series) >= at_least).then_some(())
-        })
-        .await;
-    }
-}
-
-fn event(endpoint: &str, n: usize) -> WebhookEvent {
-    WebhookEvent {
-        event_id: format!("evt-{}-{n}", unique_name("id")),
-        event_type: "invoice.paid".to_owned(),
-        endpoint_id: endpoint.to_owned(),
-        endpoint_url: None,
-        payload: format!(r#"{{"invoice":{n}}}"#).into_bytes(),
-        content_type: "application/json".to_owned(),
-        headers: BTreeMap::new(),
-        created_at_ms: 1_700_000_000_000,
+        self.inner.publish_json(event).await;
     }
 }
 
@@ -272,7 +169,7 @@ const SUPPRESSED: &str = r#"webhook_delivery_total{status="duplicate_suppressed"
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_second_record_of_a_delivered_event_is_not_delivered_again() {
-    let mut h = Harness::new("ledger-dup").await;
+    let mut h = LedgerHarness::new("ledger-dup").await;
     let url = h.receiver.script("dup", |_| Reply::Status(204));
     h.put_endpoint("ep-dup", &url).await;
     h.start(h.config()).await;
@@ -313,7 +210,7 @@ async fn a_second_record_of_a_delivered_event_is_not_delivered_again() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_new_consumer_group_replaying_the_topic_delivers_nothing_again() {
-    let mut h = Harness::new("ledger-replay").await;
+    let mut h = LedgerHarness::new("ledger-replay").await;
     let url = h.receiver.script("replay", |_| Reply::Status(200));
     h.put_endpoint("ep-replay", &url).await;
     h.start(h.config()).await;
@@ -339,7 +236,7 @@ async fn a_new_consumer_group_replaying_the_topic_delivers_nothing_again() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn deliveries_go_on_without_redis_and_the_ledger_comes_back_with_it() {
-    let mut h = Harness::new("ledger-down").await;
+    let mut h = LedgerHarness::new("ledger-down").await;
     let url = h.receiver.script("down", |_| Reply::Status(202));
     h.put_endpoint("ep-down", &url).await;
     h.start(h.config()).await;
@@ -403,7 +300,7 @@ async fn deliveries_go_on_without_redis_and_the_ledger_comes_back_with_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn start_up_fails_when_the_configured_ledger_does_not_answer() {
-    let mut h = Harness::new("ledger-absent").await;
+    let mut h = LedgerHarness::new("ledger-absent").await;
     let url = h.redis.url();
     h.redis.stop();
     let settings = h.config().into_settings().expect("valid config");

@@ -1,9 +1,7 @@
 //! End-to-end tests of resolving, noting and archiving DLQ records against the real local
 //! stack (`deploy/local/stack up`): each test writes its own envelopes to its own topics.
 
-mod common;
-
-use common::{Dlq, envelope, spec};
+use crate::common::{Dlq, envelope, spec};
 use hookline_core::envelope::ErrorReason;
 use hookline_dlq::archive::{ArchiveWriter, Format, read_archive};
 use hookline_dlq::filter::now_ms;

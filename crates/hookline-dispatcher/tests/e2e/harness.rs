@@ -1,0 +1,232 @@
+//! The end-to-end harness: a test's own topics, a real HTTP receiver, a producer, and a
+//! dispatcher started in-process with short retry tiers.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hookline_core::WebhookEvent;
+use hookline_core::envelope::DlqEnvelope;
+use hookline_core::schema::WEBHOOK_EVENT_V1;
+use hookline_dispatcher::{DispatcherConfig, Running, start};
+use hookline_kafka::{KafkaSettings, Registry};
+use hookline_testkit::{
+    Receiver, TestTopics, kafka_settings, read_all, registry_settings, unique_name, wait_until,
+};
+use rdkafka::message::{Header, Message, OwnedHeaders, OwnedMessage};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use tokio_util::sync::CancellationToken;
+
+pub(crate) const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+pub(crate) const DEADLINE: Duration = Duration::from_secs(60);
+
+pub(crate) struct Harness {
+    pub(crate) topics: TestTopics,
+    pub(crate) kafka: KafkaSettings,
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) receiver: Receiver,
+    pub(crate) producer: FutureProducer,
+    pub(crate) shutdown: CancellationToken,
+    pub(crate) running: Option<Running>,
+}
+
+impl Harness {
+    pub(crate) async fn new(test: &str) -> Harness {
+        let kafka = kafka_settings();
+        let topics = TestTopics::new(test, &["200ms", "500ms", "1s"]);
+        topics.create(&kafka, 2).await;
+        Harness {
+            registry: Arc::new(Registry::new(&registry_settings()).expect("registry")),
+            receiver: Receiver::start().await,
+            producer: kafka.producer_config().create().expect("producer"),
+            shutdown: CancellationToken::new(),
+            running: None,
+            topics,
+            kafka,
+        }
+    }
+
+    /// A configuration for this test: short tiers, fixed 300 ms backoff, 3 attempts.
+    pub(crate) fn config(&self) -> DispatcherConfig {
+        let mut config = DispatcherConfig {
+            kafka: self.kafka.clone(),
+            registry: registry_settings(),
+            group_id: unique_name("dispatchers"),
+            ..DispatcherConfig::default()
+        };
+        config.topics.events = self.topics.events.clone();
+        config.topics.endpoints = self.topics.endpoints.clone();
+        config.topics.retry_tiers = self.topics.tiers.clone();
+        config.retry.strategy = hookline_core::policy::StrategyKind::Fixed;
+        config.retry.base_ms = 300;
+        config.retry.cap_ms = 300;
+        config.retry.max_attempts = 3;
+        config.outbound.allow_loopback = true;
+        config.admin.listen = "127.0.0.1:0".to_owned();
+        config.shutdown_grace_ms = 5_000;
+        config.http.timeout_ms = 2_000;
+        config
+    }
+
+    pub(crate) async fn start(&mut self, config: DispatcherConfig) {
+        let settings = config.into_settings().expect("valid test config");
+        self.running = Some(
+            start(settings, self.shutdown.clone())
+                .await
+                .expect("dispatcher starts"),
+        );
+    }
+
+    pub(crate) async fn stop(&mut self) {
+        self.shutdown.cancel();
+        if let Some(running) = self.running.take() {
+            running.wait().await.expect("clean stop");
+        }
+        self.shutdown = CancellationToken::new();
+    }
+
+    pub(crate) fn metrics(&self) -> String {
+        self.running
+            .as_ref()
+            .map(|r| r.metrics().encode())
+            .unwrap_or_default()
+    }
+
+    /// Writes an endpoint to the endpoints topic; it signs with [`SECRET`] unless told otherwise.
+    pub(crate) async fn put_endpoint(&self, id: &str, mut config: serde_json::Value) {
+        if config.get("secrets").is_none() {
+            config["secrets"] = serde_json::json!([SECRET]);
+        }
+        let value = config.to_string();
+        self.producer
+            .send(
+                FutureRecord::to(&self.topics.endpoints)
+                    .key(id)
+                    .payload(&value),
+                DEADLINE,
+            )
+            .await
+            .expect("endpoint written");
+    }
+
+    /// Publishes raw bytes to the main topic, keyed by `key`.
+    pub(crate) async fn publish_bytes(
+        &self,
+        key: &str,
+        value: &[u8],
+        event_id: Option<&str>,
+    ) -> (i32, i64) {
+        let mut record = FutureRecord::to(&self.topics.events)
+            .key(key)
+            .payload(value);
+        if let Some(id) = event_id {
+            record = record.headers(OwnedHeaders::new().insert(Header {
+                key: "webhook-id",
+                value: Some(id),
+            }));
+        }
+        let delivery = self
+            .producer
+            .send(record, DEADLINE)
+            .await
+            .expect("event written");
+        (delivery.partition, delivery.offset)
+    }
+
+    /// Publishes JSON with a W3C `traceparent` header, as a traced producer would.
+    pub(crate) async fn publish_json_traced(&self, event: &WebhookEvent, traceparent: &str) {
+        let value = event.to_json();
+        let headers = OwnedHeaders::new().insert(Header {
+            key: "traceparent",
+            value: Some(traceparent),
+        });
+        let record = FutureRecord::to(&self.topics.events)
+            .key(&event.endpoint_id)
+            .payload(&value)
+            .headers(headers);
+        self.producer
+            .send(record, DEADLINE)
+            .await
+            .expect("event written");
+    }
+
+    pub(crate) async fn publish_json(&self, event: &WebhookEvent) -> (i32, i64) {
+        self.publish_bytes(&event.endpoint_id, &event.to_json(), Some(&event.event_id))
+            .await
+    }
+
+    pub(crate) async fn publish_avro(&self, event: &WebhookEvent) -> (i32, i64) {
+        let bytes = self
+            .registry
+            .encode_value(&self.topics.events, WEBHOOK_EVENT_V1, event.to_avro_value())
+            .await
+            .expect("encode through the registry");
+        self.publish_bytes(&event.endpoint_id, &bytes, Some(&event.event_id))
+            .await
+    }
+
+    /// Waits for `count` DLQ records and decodes them through the registry.
+    pub(crate) async fn dlq(&self, count: usize) -> Vec<(DlqEnvelope, OwnedMessage)> {
+        let fresh = Registry::new(&registry_settings()).expect("registry");
+        let mut out = Vec::new();
+        for message in read_all(&self.kafka, &self.topics.dlq, count, DEADLINE).await {
+            let bytes = message.payload().expect("a DLQ value");
+            assert_eq!(bytes[0], 0, "Confluent framing");
+            let value = fresh
+                .decode(bytes)
+                .await
+                .expect("decodes through the registry");
+            out.push((
+                DlqEnvelope::from_avro_value(value).expect("a DLQ envelope"),
+                message,
+            ));
+        }
+        out
+    }
+
+    /// The value of one metric line (`name{labels}`), 0 when absent.
+    pub(crate) fn metric(&self, series: &str) -> u64 {
+        self.metrics()
+            .lines()
+            .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// The sum of a counter family over its labels.
+    pub(crate) fn metric_sum(&self, family: &str) -> u64 {
+        self.metrics()
+            .lines()
+            .filter(|line| line.starts_with(&format!("{family}{{")))
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    }
+
+    /// Waits until `name` received at least `count` requests.
+    pub(crate) async fn wait_for_requests(&self, name: &str, count: usize) {
+        wait_until(DEADLINE, &format!("{count} requests on {name}"), || async {
+            (self.receiver.count(name) >= count).then_some(())
+        })
+        .await;
+    }
+
+    /// Waits until a metric line reaches `at_least`.
+    pub(crate) async fn wait_for_metric(&self, series: &str, at_least: u64) {
+        wait_until(DEADLINE, &format!("{series} >= {at_least}"), || async {
+            (self.metric(series) >= at_least).then_some(())
+        })
+        .await;
+    }
+}
+
+pub(crate) fn event(endpoint: &str, n: usize) -> WebhookEvent {
+    WebhookEvent {
+        event_id: format!("evt-{}-{n}", unique_name("id")),
+        event_type: "invoice.paid".to_owned(),
+        endpoint_id: endpoint.to_owned(),
+        endpoint_url: None,
+        payload: format!(r#"{{"invoice":{n},"amount":"12.50"}}"#).into_bytes(),
+        content_type: "application/json".to_owned(),
+        headers: BTreeMap::from([("x-tenant".to_owned(), "acme".to_owned())]),
+        created_at_ms: 1_700_000_000_000,
+    }
+}
