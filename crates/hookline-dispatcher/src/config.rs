@@ -511,6 +511,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_readme_example_is_a_valid_configuration() {
+        let readme = include_str!("../../../README.md");
+        let example = readme
+            .split("```toml\n")
+            .nth(1)
+            .and_then(|rest| rest.split("```").next())
+            .expect("a TOML example in the README");
+        let config: DispatcherConfig =
+            Figment::from(Serialized::defaults(DispatcherConfig::default()))
+                .merge(Toml::string(example))
+                .extract()
+                .expect("the README's keys are the dispatcher's");
+        let settings = config.into_settings().expect("and its values are valid");
+        assert_eq!(settings.tiers.tiers().len(), 4);
+    }
+
+    #[test]
     fn defaults_convert() {
         let settings = DispatcherConfig::default()
             .into_settings()
