@@ -27,29 +27,21 @@ struct EndpointsFile {
 
 /// Loads every endpoint of a file; any invalid entry stops start-up with its id and reason.
 pub fn load_file(path: &Path, table: &EndpointTable) -> Result<usize> {
-    let text = std::fs::read_to_string(path).map_err(|source| DispatchError::EndpointsFile {
+    let failed = |source: Box<dyn std::error::Error + Send + Sync>| DispatchError::EndpointsFile {
         path: path.to_owned(),
-        source: source.into(),
-    })?;
+        source,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| failed(e.into()))?;
     let file: EndpointsFile = if path.extension().is_some_and(|ext| ext == "json") {
-        serde_json::from_str(&text).map_err(|source| DispatchError::EndpointsFile {
-            path: path.to_owned(),
-            source: source.into(),
-        })?
+        serde_json::from_str(&text).map_err(|e| failed(e.into()))?
     } else {
-        toml::from_str(&text).map_err(|source| DispatchError::EndpointsFile {
-            path: path.to_owned(),
-            source: source.into(),
-        })?
+        toml::from_str(&text).map_err(|e| failed(e.into()))?
     };
     let count = file.endpoints.len();
     for (id, config) in file.endpoints {
         table
             .upsert(id.as_str(), config)
-            .map_err(|source| DispatchError::EndpointsFile {
-                path: path.to_owned(),
-                source: source.into(),
-            })?;
+            .map_err(|e| failed(e.into()))?;
     }
     Ok(count)
 }

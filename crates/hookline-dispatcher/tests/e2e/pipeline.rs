@@ -10,9 +10,10 @@ use hmac::{Hmac, Mac};
 use hookline_core::WebhookEvent;
 use hookline_core::envelope::ErrorReason;
 use hookline_core::schema::WEBHOOK_EVENT_V1;
-use hookline_testkit::{Proxy, Reply, read_all, registry_settings, wait_until};
+use hookline_testkit::{Proxy, Reply, read_all, registry_settings, unique_name, wait_until};
 use rdkafka::message::Message;
 use sha2::Sha256;
+use tokio_util::sync::CancellationToken;
 
 use crate::harness::{DEADLINE, Harness, SECRET, event};
 
@@ -521,5 +522,72 @@ async fn a_registry_outage_holds_the_dlq_write_and_the_commit_until_it_is_back()
             .then_some(())
     })
     .await;
+    h.stop().await;
+}
+
+/// An error and its causes, as the binary prints them.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_static_endpoints_file_serves_without_the_endpoints_topic() {
+    let mut h = Harness::new("file").await;
+    let url = h.receiver.script("filed", |_| Reply::Status(200));
+    let dir = std::env::temp_dir().join(unique_name("endpoints-file"));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let good = dir.join("endpoints.toml");
+    std::fs::write(
+        &good,
+        format!("[endpoints.ep-file]\nurl = \"{url}\"\nsecrets = [\"{SECRET}\"]\n"),
+    )
+    .expect("write");
+    let bad = dir.join("bad.toml");
+    std::fs::write(
+        &bad,
+        format!("[endpoints.ep-bad]\nurl = \"ftp://example.com/x\"\nsecrets = [\"{SECRET}\"]\n"),
+    )
+    .expect("write");
+
+    // A file with an unusable endpoint stops start-up, naming the file and the endpoint.
+    let mut config = h.config();
+    config.topics.endpoints = String::new();
+    config.endpoints_file = Some(bad.clone());
+    let settings = config.into_settings().expect("valid settings");
+    let refused = hookline_dispatcher::start(settings, CancellationToken::new())
+        .await
+        .err()
+        .expect("a bad endpoints file is refused at start-up");
+    let message = chain(&refused);
+    assert!(
+        message.contains("bad.toml") && message.contains("ep-bad"),
+        "{message}"
+    );
+
+    // Only the file: the endpoints topic is not read at all.
+    let mut config = h.config();
+    config.topics.endpoints = String::new();
+    config.endpoints_file = Some(good);
+    h.start(config).await;
+    let event = event("ep-file", 1);
+    h.publish_json(&event).await;
+    wait_until(DEADLINE, "the delivery", || async {
+        (h.receiver.count("filed") >= 1).then_some(())
+    })
+    .await;
+    let request = &h.receiver.received("filed")[0];
+    assert_eq!(request.header("webhook-id"), Some(event.event_id.as_str()));
+    assert!(
+        request
+            .header("webhook-signature")
+            .is_some_and(|s| s.starts_with("v1,"))
+    );
     h.stop().await;
 }
