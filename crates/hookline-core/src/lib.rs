@@ -5,6 +5,7 @@
 mod avro_util;
 mod http_field;
 
+pub mod breaker;
 pub mod classify;
 pub mod endpoint;
 pub mod envelope;
