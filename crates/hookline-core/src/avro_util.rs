@@ -120,6 +120,18 @@ impl RecordFields {
         self.take(field).map(|v| as_int(field, v)).transpose()
     }
 
+    /// An optional `boolean`.
+    pub(crate) fn opt_bool(&mut self, field: &'static str) -> Result<Option<bool>, FieldProblem> {
+        match self.take(field) {
+            None => Ok(None),
+            Some(Value::Boolean(b)) => Ok(Some(b)),
+            Some(_) => Err(FieldProblem::WrongType {
+                field,
+                expected: "a boolean",
+            }),
+        }
+    }
+
     /// A `long`, also accepting `int` and `timestamp-millis` values.
     pub(crate) fn long(&mut self, field: &'static str) -> Result<i64, FieldProblem> {
         let v = self.required(field)?;

@@ -141,6 +141,8 @@ pub fn envelope(endpoint: &str, event_type: &str, reason: ErrorReason, at_ms: i6
         first_attempt_at_ms: Some(at_ms - 1_000),
         error_timestamp_ms: at_ms,
         dispatcher_id: "test".into(),
+        original_payload_truncated: false,
+        original_payload_size: None,
     }
 }
 
