@@ -1,12 +1,17 @@
 //! The Avro encoding of [`DlqEnvelope`]: written with the current schema
-//! (`schemas/dlq_envelope.v3.avsc`), read from values of version 1, 2 or 3.
+//! (`schemas/dlq_envelope.v3.avsc`), bare or Confluent-framed with a known schema id, and
+//! read from values of version 1, 2 or 3.
 
 use apache_avro::Schema;
 use apache_avro::types::Value;
 
 use super::{DlqEnvelope, DlqHeader, EnvelopeError, ErrorReason, truncate_message};
-use crate::avro_util::{FieldProblem, RecordFields, decode, encode, nullable};
+use crate::avro_util::{FieldProblem, RecordFields, decode, encode, encode_into, nullable};
 use crate::schema::dlq_envelope_schema;
+
+/// Length of the Confluent wire-format prefix of a registry-framed value: magic byte 0 and
+/// the 4-byte big-endian schema id.
+pub const CONFLUENT_FRAMING_LEN: usize = 5;
 
 impl From<FieldProblem> for EnvelopeError {
     fn from(p: FieldProblem) -> Self {
@@ -201,6 +206,21 @@ impl DlqEnvelope {
     /// The envelope as an Avro datum (no container, no registry framing) of the current schema.
     pub fn to_avro_datum(&self) -> Result<Vec<u8>, EnvelopeError> {
         encode(dlq_envelope_schema(), self.to_avro_value()).map_err(EnvelopeError::Avro)
+    }
+
+    /// The envelope as a Confluent-framed value, as a registry-aware reader expects it:
+    /// magic byte 0, `schema_id` as 4 big-endian bytes, then the Avro datum of the current
+    /// schema. `schema_id` must be the id the registry gave
+    /// [`DLQ_ENVELOPE_CURRENT`](crate::schema::DLQ_ENVELOPE_CURRENT) under the DLQ's subject
+    /// (registered once at start-up), so no registry call is needed per record.
+    pub fn to_framed_avro(&self, schema_id: u32) -> Result<Vec<u8>, EnvelopeError> {
+        let mut out =
+            Vec::with_capacity(CONFLUENT_FRAMING_LEN.saturating_add(self.avro_datum_len()));
+        out.push(0);
+        out.extend_from_slice(&schema_id.to_be_bytes());
+        encode_into(dlq_envelope_schema(), self.to_avro_value(), &mut out)
+            .map_err(EnvelopeError::Avro)?;
+        Ok(out)
     }
 
     /// Decodes an Avro datum written with `writer_schema` (e.g. fetched from the registry

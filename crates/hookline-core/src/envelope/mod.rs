@@ -11,13 +11,17 @@
 //! anyway, so the two can never disagree.
 //!
 //! Version 3 adds `original_payload_truncated` and `original_payload_size`: an envelope too
-//! large for the DLQ topic is parked with its payload cut, and says so.
+//! large for the DLQ topic is cut to fit by [`DlqEnvelope::fit_within`] (the payload first)
+//! and says so, instead of being a write that can never succeed.
 
 mod avro;
+mod fit;
 #[cfg(test)]
 pub(crate) mod fixtures;
 mod reason;
 
+pub use avro::CONFLUENT_FRAMING_LEN;
+pub use fit::Fit;
 pub use reason::{ErrorReason, UnknownReason};
 
 use crate::headers::TRACEPARENT;
@@ -70,7 +74,8 @@ pub struct DlqEnvelope {
     pub error_timestamp_ms: i64,
     /// Id of the dispatcher instance that parked it.
     pub dispatcher_id: String,
-    /// Whether the envelope was cut to fit the DLQ topic's maximum record size: the payload holds only its first bytes and, if that was
+    /// Whether the envelope was cut to fit the DLQ topic's maximum record size (see
+    /// [`DlqEnvelope::fit_within`]): the payload holds only its first bytes and, if that was
     /// not enough, header values and the error message were cut too. Such a record cannot be
     /// re-driven byte for byte. `false` in records written with versions 1 and 2.
     pub original_payload_truncated: bool,
@@ -149,14 +154,19 @@ pub fn derived_event_id(topic: &str, partition: i32, offset: i64) -> String {
 
 /// `message` cut to at most [`MAX_ERROR_MESSAGE_LEN`] bytes at a char boundary.
 pub fn truncate_message(message: &str) -> &str {
-    if message.len() <= MAX_ERROR_MESSAGE_LEN {
-        return message;
+    prefix_within(message, MAX_ERROR_MESSAGE_LEN)
+}
+
+/// The longest prefix of `text` of at most `max_len` bytes that ends at a char boundary.
+fn prefix_within(text: &str, max_len: usize) -> &str {
+    if text.len() <= max_len {
+        return text;
     }
-    let mut end = MAX_ERROR_MESSAGE_LEN;
-    while !message.is_char_boundary(end) {
+    let mut end = max_len;
+    while !text.is_char_boundary(end) {
         end -= 1;
     }
-    &message[..end]
+    &text[..end]
 }
 
 #[cfg(test)]
