@@ -30,6 +30,18 @@ pub(crate) fn encode(schema: &Schema, value: Value) -> Result<Vec<u8>, apache_av
         .write_value_to_vec(value)
 }
 
+/// Appends a value as a bare Avro datum of `schema` to `out`, validating it first.
+pub(crate) fn encode_into(
+    schema: &Schema,
+    value: Value,
+    out: &mut Vec<u8>,
+) -> Result<(), apache_avro::Error> {
+    GenericDatumWriter::builder(schema)
+        .build()?
+        .write_value(out, value)
+        .map(|_| ())
+}
+
 /// Decodes a bare Avro datum written with `writer` into a value resolved into `reader`;
 /// also returns how many bytes were left over.
 pub(crate) fn decode(
@@ -118,6 +130,18 @@ impl RecordFields {
 
     pub(crate) fn opt_int(&mut self, field: &'static str) -> Result<Option<i32>, FieldProblem> {
         self.take(field).map(|v| as_int(field, v)).transpose()
+    }
+
+    /// An optional `boolean`.
+    pub(crate) fn opt_bool(&mut self, field: &'static str) -> Result<Option<bool>, FieldProblem> {
+        match self.take(field) {
+            None => Ok(None),
+            Some(Value::Boolean(b)) => Ok(Some(b)),
+            Some(_) => Err(FieldProblem::WrongType {
+                field,
+                expected: "a boolean",
+            }),
+        }
     }
 
     /// A `long`, also accepting `int` and `timestamp-millis` values.

@@ -12,12 +12,18 @@ pub const WEBHOOK_EVENT_V1: &str = include_str!("../../../schemas/webhook_event.
 pub const DLQ_ENVELOPE_V1: &str = include_str!("../../../schemas/dlq_envelope.v1.avsc");
 
 /// Avro schema of a dead-letter envelope, version 2: version 1 plus `trace_id` (optional,
-/// default null), so it reads version 1 records.
+/// default null), so it reads version 1 records. Kept to read and test records written
+/// before version 3.
 pub const DLQ_ENVELOPE_V2: &str = include_str!("../../../schemas/dlq_envelope.v2.avsc");
+
+/// Avro schema of a dead-letter envelope, version 3: version 2 plus
+/// `original_payload_truncated` (default false) and `original_payload_size` (optional,
+/// default null), so it reads version 1 and 2 records.
+pub const DLQ_ENVELOPE_V3: &str = include_str!("../../../schemas/dlq_envelope.v3.avsc");
 
 /// The dead-letter envelope schema hookline writes and registers; its version is
 /// [`ENVELOPE_VERSION`](crate::envelope::ENVELOPE_VERSION).
-pub const DLQ_ENVELOPE_CURRENT: &str = DLQ_ENVELOPE_V2;
+pub const DLQ_ENVELOPE_CURRENT: &str = DLQ_ENVELOPE_V3;
 
 static WEBHOOK_EVENT: LazyLock<Schema> = LazyLock::new(|| {
     Schema::parse_str(WEBHOOK_EVENT_V1).expect("schemas/webhook_event.v1.avsc is a valid schema")
@@ -58,11 +64,12 @@ mod tests {
 
     #[test]
     fn schemas_parse_with_expected_names() {
-        let v1 = parse(DLQ_ENVELOPE_V1);
+        let (v1, v2) = (parse(DLQ_ENVELOPE_V1), parse(DLQ_ENVELOPE_V2));
         for (schema, name) in [
             (webhook_event_schema(), "dev.hookline.WebhookEvent"),
             (dlq_envelope_schema(), "dev.hookline.DlqEnvelope"),
             (&v1, "dev.hookline.DlqEnvelope"),
+            (&v2, "dev.hookline.DlqEnvelope"),
         ] {
             assert_eq!(record(schema).name.fullname(None), name);
         }
@@ -70,7 +77,7 @@ mod tests {
 
     #[test]
     fn every_dlq_field_is_documented() {
-        for text in [DLQ_ENVELOPE_V1, DLQ_ENVELOPE_V2] {
+        for text in [DLQ_ENVELOPE_V1, DLQ_ENVELOPE_V2, DLQ_ENVELOPE_V3] {
             for field in &record(&parse(text)).fields {
                 assert!(field.doc.is_some(), "field {} has no doc", field.name);
             }
@@ -78,27 +85,58 @@ mod tests {
     }
 
     #[test]
-    fn the_current_dlq_schema_is_version_2() {
-        assert_eq!(DLQ_ENVELOPE_CURRENT, DLQ_ENVELOPE_V2);
-        assert_eq!(ENVELOPE_VERSION, 2);
+    fn the_current_dlq_schema_is_version_3() {
+        assert_eq!(DLQ_ENVELOPE_CURRENT, DLQ_ENVELOPE_V3);
+        assert_eq!(ENVELOPE_VERSION, 3);
     }
 
-    /// v2 is v1 plus optional fields with defaults: each reads the other's records (what the
-    /// registry checks for BACKWARD, FORWARD and FULL).
-    #[test]
-    fn dlq_v2_extends_v1_with_defaulted_fields_only() {
-        let (v1, v2) = (parse(DLQ_ENVELOPE_V1), parse(DLQ_ENVELOPE_V2));
-        let old = &record(&v1).fields;
-        let new = &record(&v2).fields;
-        for (a, b) in old.iter().zip(new) {
+    /// `new` is `old` plus the fields `added`, each with a default: each reads the other's
+    /// records (what the registry checks for BACKWARD, FORWARD and FULL).
+    fn assert_extends_with_defaulted_fields(old: &str, new: &str, added: &[&str]) {
+        let (old, new) = (parse(old), parse(new));
+        let (old_fields, new_fields) = (&record(&old).fields, &record(&new).fields);
+        for (a, b) in old_fields.iter().zip(new_fields) {
             assert_eq!((&a.name, &a.schema), (&b.name, &b.schema));
         }
-        for added in &new[old.len()..] {
-            assert!(added.default.is_some(), "{} has no default", added.name);
+        for field in &new_fields[old_fields.len()..] {
+            assert!(field.default.is_some(), "{} has no default", field.name);
         }
-        let names: Vec<&str> = new[old.len()..].iter().map(|f| f.name.as_str()).collect();
-        assert_eq!(names, ["trace_id"]);
-        SchemaCompatibility::can_read(&v1, &v2).expect("v2 reads v1 records");
-        SchemaCompatibility::can_read(&v2, &v1).expect("v1 reads v2 records");
+        let names: Vec<&str> = new_fields[old_fields.len()..]
+            .iter()
+            .map(|f| f.name.as_str())
+            .collect();
+        assert_eq!(names, added);
+        SchemaCompatibility::can_read(&old, &new).expect("the new schema reads old records");
+        SchemaCompatibility::can_read(&new, &old).expect("the old schema reads new records");
+    }
+
+    #[test]
+    fn dlq_v2_extends_v1_with_defaulted_fields_only() {
+        assert_extends_with_defaulted_fields(DLQ_ENVELOPE_V1, DLQ_ENVELOPE_V2, &["trace_id"]);
+    }
+
+    /// v3 reads v1 and v2 records (BACKWARD over both, what the registry checks under
+    /// BACKWARD_TRANSITIVE too), and they read v3's.
+    #[test]
+    fn dlq_v3_extends_v2_and_v1_with_defaulted_fields_only() {
+        let added = ["original_payload_truncated", "original_payload_size"];
+        assert_extends_with_defaulted_fields(DLQ_ENVELOPE_V2, DLQ_ENVELOPE_V3, &added);
+        assert_extends_with_defaulted_fields(
+            DLQ_ENVELOPE_V1,
+            DLQ_ENVELOPE_V3,
+            &["trace_id", added[0], added[1]],
+        );
+        let v3 = parse(DLQ_ENVELOPE_V3);
+        let defaults: Vec<_> = record(&v3).fields[record(&parse(DLQ_ENVELOPE_V2)).fields.len()..]
+            .iter()
+            .map(|f| f.default.clone())
+            .collect();
+        assert_eq!(
+            defaults,
+            [
+                Some(serde_json::Value::Bool(false)),
+                Some(serde_json::Value::Null)
+            ]
+        );
     }
 }

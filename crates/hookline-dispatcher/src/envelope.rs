@@ -100,6 +100,8 @@ pub fn build_envelope(
         first_attempt_at_ms: meta.first_attempt_at_ms,
         error_timestamp_ms: now_ms,
         dispatcher_id: dispatcher_id.to_owned(),
+        original_payload_truncated: false,
+        original_payload_size: None,
     }
 }
 

@@ -1,6 +1,7 @@
 //! The JSON form of a DLQ record (`inspect --output json`, `archive --format jsonl`): every
 //! envelope field, the original payload as text when it is UTF-8 JSON and base64 otherwise,
-//! keys and headers as text when UTF-8. Lossless: [`from_json`] reads it back.
+//! keys and headers as text when UTF-8. Lossless: [`from_json`] reads it back, also lines
+//! written before envelope v3 (whose payload was never cut).
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -85,6 +86,14 @@ pub fn to_json(selected: &Selected) -> Value {
         true,
     );
     o.insert(
+        "original_payload_truncated".into(),
+        json!(e.original_payload_truncated),
+    );
+    o.insert(
+        "original_payload_size".into(),
+        json!(e.original_payload_size),
+    );
+    o.insert(
         "original_headers".into(),
         headers_json(
             e.original_headers
@@ -155,6 +164,12 @@ pub fn from_json(value: Value) -> Result<Selected, String> {
         first_attempt_at_ms: f.opt_long("first_attempt_at_ms")?,
         error_timestamp_ms: f.long("error_timestamp_ms")?,
         dispatcher_id: f.string("dispatcher_id")?,
+        original_payload_truncated: f.opt_bool("original_payload_truncated")?.unwrap_or(false),
+        original_payload_size: f
+            .opt_long("original_payload_size")?
+            .map(u64::try_from)
+            .transpose()
+            .map_err(|_| "field `original_payload_size` is out of range")?,
     };
     Ok(Selected {
         record: DlqRecord {
@@ -187,6 +202,14 @@ impl Fields<'_> {
     fn string(&self, name: &str) -> Result<String, String> {
         self.opt_string(name)?
             .ok_or_else(|| format!("field `{name}` is missing"))
+    }
+
+    fn opt_bool(&self, name: &str) -> Result<Option<bool>, String> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(_) => Err(format!("field `{name}` must be a boolean")),
+        }
     }
 
     fn opt_long(&self, name: &str) -> Result<Option<i64>, String> {
@@ -270,6 +293,8 @@ mod tests {
         assert_eq!(view["error_reason"], "retries_exhausted");
         assert_eq!(view["error_timestamp"], "2024-05-01T12:00:00.000Z");
         assert_eq!(view["status"], "open");
+        assert_eq!(view["original_payload_truncated"], false);
+        assert!(view["original_payload_size"].is_null());
         assert_eq!(from_json(view).expect("reads back"), selected);
 
         selected.record.envelope.original_payload_bytes = vec![0, 0, 0, 0, 7, 2, 0xff];
@@ -290,6 +315,46 @@ mod tests {
         let view = to_json(&selected);
         assert_eq!(view["original_payload_encoding"], "base64");
         assert_eq!(from_json(view).expect("reads back"), selected);
+    }
+
+    #[test]
+    fn a_cut_payload_is_shown_with_its_full_size_and_read_back() {
+        let mut selected = Selected {
+            record: record(0, 3, "ep-a", ErrorReason::RetriesExhausted, 5),
+            history: History::default(),
+        };
+        let e = &mut selected.record.envelope;
+        e.original_payload_bytes = br#"{"event_id":"x","n":"#.to_vec();
+        e.original_payload_truncated = true;
+        e.original_payload_size = Some(1_500_000);
+        let view = to_json(&selected);
+        assert_eq!(view["original_payload_truncated"], true);
+        assert_eq!(view["original_payload_size"], 1_500_000);
+        assert_eq!(
+            view["original_payload_encoding"], "base64",
+            "a cut JSON payload is no longer JSON"
+        );
+        assert_eq!(from_json(view).expect("reads back"), selected);
+    }
+
+    /// A line archived before envelope v3 has neither field: not truncated.
+    #[test]
+    fn lines_without_the_v3_fields_read_as_not_truncated() {
+        let selected = Selected {
+            record: record(0, 3, "ep-a", ErrorReason::RetriesExhausted, 5),
+            history: History::default(),
+        };
+        let mut view = to_json(&selected);
+        let fields = view.as_object_mut().expect("an object");
+        fields.remove("original_payload_truncated");
+        fields.remove("original_payload_size");
+        assert_eq!(from_json(view).expect("reads back"), selected);
+        let mut view = to_json(&selected);
+        view["original_payload_size"] = json!(-1);
+        assert_eq!(
+            from_json(view).expect_err("bad"),
+            "field `original_payload_size` is out of range"
+        );
     }
 
     #[test]

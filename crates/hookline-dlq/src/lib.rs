@@ -20,6 +20,6 @@ pub use error::{DlqError, Result};
 pub use filter::{Filter, FilterError, FilterSpec, TimeBound};
 pub use reader::{DlqReader, ReadOptions};
 pub use record::{DlqRecord, ReadItem, RecordRef, Undecodable};
-pub use redrive::{RedriveOptions, RedriveReport, Sent, Target};
+pub use redrive::{RedriveOptions, RedriveReport, Refusal, Refused, Sent, Target};
 pub use resolve::{Mark, MarkReport};
 pub use select::{Selected, SelectedItem, Selection, SelectionStats, Sources};

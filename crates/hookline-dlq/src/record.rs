@@ -160,6 +160,8 @@ pub(crate) mod fixtures {
             first_attempt_at_ms: Some(at_ms - 1_000),
             error_timestamp_ms: at_ms,
             dispatcher_id: "d-1".into(),
+            original_payload_truncated: false,
+            original_payload_size: None,
         }
     }
 

@@ -1,8 +1,10 @@
 //! How records look to people: table rows with fixed-width columns (so `--follow` can
-//! print as records arrive), and a summary by reason and endpoint. Pure: no I/O.
+//! print as records arrive), and a summary by reason and endpoint. A record whose payload
+//! was cut to fit the DLQ is marked in both. Pure: no I/O.
 
 use std::collections::BTreeMap;
 
+use hookline_core::envelope::DlqEnvelope;
 use serde_json::{Value, json};
 
 use crate::filter::format_ms;
@@ -47,6 +49,19 @@ fn short_time(ms: i64) -> String {
     format_ms(ms).replace('T', " ").chars().take(19).collect()
 }
 
+/// The mark of an envelope whose payload was cut to fit the DLQ (`None` for a whole one),
+/// shown at the head of its row's ERROR column.
+pub fn truncation_mark(e: &DlqEnvelope) -> Option<String> {
+    e.original_payload_truncated
+        .then(|| match e.original_payload_size {
+            Some(size) => format!(
+                "[payload truncated: {} of {size} bytes]",
+                e.original_payload_bytes.len()
+            ),
+            None => "[payload truncated]".to_owned(),
+        })
+}
+
 /// A record's table row, followed by one line per action in its history.
 pub fn table_row(selected: &Selected) -> String {
     let r = &selected.record;
@@ -67,7 +82,10 @@ pub fn table_row(selected: &Selected) -> String {
         line.push_str(&cell(text, width));
         line.push_str("  ");
     }
-    let error = e.error_message.replace(['\n', '\r'], " ");
+    let mut error = e.error_message.replace(['\n', '\r'], " ");
+    if let Some(mark) = truncation_mark(e) {
+        error = format!("{mark} {error}");
+    }
     line.push_str(cell(&error, ERROR_WIDTH).trim_end());
     for action in &selected.history.0 {
         line.push_str(&format!(
@@ -126,6 +144,8 @@ pub struct Summary {
     pub newest_ms: Option<i64>,
     /// Records that could not be decoded.
     pub undecodable: u64,
+    /// Records whose payload was cut to fit the DLQ (they cannot be redriven).
+    pub truncated: u64,
     /// Matching records not counted because they are handled (without `--all`).
     pub hidden_handled: u64,
 }
@@ -145,6 +165,7 @@ impl Summary {
             .by_status
             .entry(selected.status().as_str().into())
             .or_default() += 1;
+        self.truncated += u64::from(e.original_payload_truncated);
         let at = e.error_timestamp_ms;
         self.oldest_ms = Some(self.oldest_ms.map_or(at, |o| o.min(at)));
         self.newest_ms = Some(self.newest_ms.map_or(at, |n| n.max(at)));
@@ -182,6 +203,12 @@ impl Summary {
                 out.push_str(&format!("  {count:>8}  {name}\n"));
             }
         }
+        if self.truncated > 0 {
+            out.push_str(&format!(
+                "payload truncated (cannot be redriven): {}\n",
+                self.truncated
+            ));
+        }
         if self.undecodable > 0 {
             out.push_str(&format!("undecodable: {}\n", self.undecodable));
         }
@@ -198,6 +225,7 @@ impl Summary {
             "oldest": self.oldest_ms.map(format_ms),
             "newest": self.newest_ms.map(format_ms),
             "undecodable": self.undecodable,
+            "truncated": self.truncated,
             "hidden_handled": self.hidden_handled,
         })
     }
@@ -256,5 +284,47 @@ mod tests {
             "{text}"
         );
         assert_eq!(summary.to_json()["by_endpoint"]["b"], 1);
+        assert_eq!(summary.to_json()["truncated"], 0);
+        assert!(!text.contains("truncated"), "{text}");
+    }
+
+    fn cut(mut s: Selected) -> Selected {
+        let e = &mut s.record.envelope;
+        e.original_payload_bytes.truncate(4);
+        e.original_payload_truncated = true;
+        e.original_payload_size = Some(1_500_000);
+        s
+    }
+
+    #[test]
+    fn a_cut_payload_is_marked_in_the_row_and_counted_in_the_summary() {
+        let s = cut(selected(
+            "ep-a",
+            ErrorReason::RetriesExhausted,
+            1_714_564_800_000,
+        ));
+        let row = table_row(&s);
+        let header = table_header();
+        assert_eq!(
+            row.find("[payload truncated: 4 of 1500000 bytes] HTTP 503"),
+            header.find("ERROR"),
+            "{row}"
+        );
+        let whole = table_row(&selected("ep-a", ErrorReason::RetriesExhausted, 0));
+        assert!(!whole.contains("truncated"), "{whole}");
+        let mut unknown_size = s.clone();
+        unknown_size.record.envelope.original_payload_size = None;
+        assert!(table_row(&unknown_size).contains("[payload truncated] HTTP 503"));
+
+        let mut summary = Summary::default();
+        summary.add(&s);
+        summary.add(&selected("b", ErrorReason::BlockedUrl, 3_000));
+        assert_eq!(summary.truncated, 1);
+        assert!(
+            summary
+                .to_text()
+                .contains("payload truncated (cannot be redriven): 1\n")
+        );
+        assert_eq!(summary.to_json()["truncated"], 1);
     }
 }

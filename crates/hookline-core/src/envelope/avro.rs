@@ -1,12 +1,17 @@
 //! The Avro encoding of [`DlqEnvelope`]: written with the current schema
-//! (`schemas/dlq_envelope.v2.avsc`), read from values of version 1 or 2.
+//! (`schemas/dlq_envelope.v3.avsc`), bare or Confluent-framed with a known schema id, and
+//! read from values of version 1, 2 or 3.
 
 use apache_avro::Schema;
 use apache_avro::types::Value;
 
 use super::{DlqEnvelope, DlqHeader, EnvelopeError, ErrorReason, truncate_message};
-use crate::avro_util::{FieldProblem, RecordFields, decode, encode, nullable};
+use crate::avro_util::{FieldProblem, RecordFields, decode, encode, encode_into, nullable};
 use crate::schema::dlq_envelope_schema;
+
+/// Length of the Confluent wire-format prefix of a registry-framed value: magic byte 0 and
+/// the 4-byte big-endian schema id.
+pub const CONFLUENT_FRAMING_LEN: usize = 5;
 
 impl From<FieldProblem> for EnvelopeError {
     fn from(p: FieldProblem) -> Self {
@@ -93,12 +98,24 @@ impl DlqEnvelope {
                 "trace_id".into(),
                 nullable(self.trace_id().map(|id| Value::String(id.to_owned()))),
             ),
+            (
+                "original_payload_truncated".into(),
+                Value::Boolean(self.original_payload_truncated),
+            ),
+            (
+                "original_payload_size".into(),
+                nullable(
+                    self.original_payload_size
+                        .map(|size| Value::Long(i64::try_from(size).unwrap_or(i64::MAX))),
+                ),
+            ),
         ])
     }
 
-    /// Reads an envelope from an Avro record value of the v1 or v2 schema; unions may be
+    /// Reads an envelope from an Avro record value of the v1, v2 or v3 schema; unions may be
     /// wrapped or not, and timestamps may be `long` or `timestamp-millis`. The v2 `trace_id`
     /// field is not read: [`DlqEnvelope::trace_id`] derives it from the original headers.
+    /// Without the v3 fields (a v1 or v2 value) the payload reads as not truncated.
     pub fn from_avro_value(value: Value) -> Result<Self, EnvelopeError> {
         let mut f = RecordFields::new(value)?;
         let original_headers = match f.take("original_headers") {
@@ -150,6 +167,15 @@ impl DlqEnvelope {
             })
             .transpose()?;
         let attempts = f.int("attempts")?;
+        let original_payload_size = f
+            .opt_long("original_payload_size")?
+            .map(|size| {
+                u64::try_from(size).map_err(|_| EnvelopeError::OutOfRange {
+                    field: "original_payload_size",
+                    value: size,
+                })
+            })
+            .transpose()?;
         Ok(DlqEnvelope {
             envelope_version: f.int("envelope_version")?,
             event_id: f.string("event_id")?,
@@ -172,6 +198,8 @@ impl DlqEnvelope {
             first_attempt_at_ms: f.opt_long("first_attempt_at")?,
             error_timestamp_ms: f.long("error_timestamp")?,
             dispatcher_id: f.string("dispatcher_id")?,
+            original_payload_truncated: f.opt_bool("original_payload_truncated")?.unwrap_or(false),
+            original_payload_size,
         })
     }
 
@@ -180,9 +208,24 @@ impl DlqEnvelope {
         encode(dlq_envelope_schema(), self.to_avro_value()).map_err(EnvelopeError::Avro)
     }
 
+    /// The envelope as a Confluent-framed value, as a registry-aware reader expects it:
+    /// magic byte 0, `schema_id` as 4 big-endian bytes, then the Avro datum of the current
+    /// schema. `schema_id` must be the id the registry gave
+    /// [`DLQ_ENVELOPE_CURRENT`](crate::schema::DLQ_ENVELOPE_CURRENT) under the DLQ's subject
+    /// (registered once at start-up), so no registry call is needed per record.
+    pub fn to_framed_avro(&self, schema_id: u32) -> Result<Vec<u8>, EnvelopeError> {
+        let mut out =
+            Vec::with_capacity(CONFLUENT_FRAMING_LEN.saturating_add(self.avro_datum_len()));
+        out.push(0);
+        out.extend_from_slice(&schema_id.to_be_bytes());
+        encode_into(dlq_envelope_schema(), self.to_avro_value(), &mut out)
+            .map_err(EnvelopeError::Avro)?;
+        Ok(out)
+    }
+
     /// Decodes an Avro datum written with `writer_schema` (e.g. fetched from the registry
-    /// by the framed schema id), resolving it into the current schema: a v1 datum gets the
-    /// v2 fields' defaults.
+    /// by the framed schema id), resolving it into the current schema: a v1 or v2 datum gets
+    /// the later fields' defaults.
     pub fn from_avro_datum(datum: &[u8], writer_schema: &Schema) -> Result<Self, EnvelopeError> {
         let (value, rest) =
             decode(datum, writer_schema, dlq_envelope_schema()).map_err(EnvelopeError::Avro)?;
@@ -196,70 +239,9 @@ impl DlqEnvelope {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::envelope::{ENVELOPE_VERSION, MAX_ERROR_MESSAGE_LEN, derived_event_id};
-    use crate::schema::DLQ_ENVELOPE_V1;
-
-    const TRACEPARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
-    const TRACE_ID: &str = "0af7651916cd43dd8448eb211c80319c";
-
-    fn full() -> DlqEnvelope {
-        DlqEnvelope {
-            envelope_version: ENVELOPE_VERSION,
-            event_id: "evt_1".into(),
-            event_type: Some("invoice.paid".into()),
-            endpoint_id: Some("ep_1".into()),
-            endpoint_url: Some("https://example.com/hook".into()),
-            original_topic: "webhook-events".into(),
-            original_partition: 2,
-            original_offset: 12_345,
-            original_key: Some(b"ep_1".to_vec()),
-            original_payload_bytes: vec![0, 0, 0, 0, 1, 2, 3],
-            original_headers: vec![
-                DlqHeader {
-                    key: "traceparent".into(),
-                    value: Some(TRACEPARENT.as_bytes().to_vec()),
-                },
-                DlqHeader {
-                    key: "x".into(),
-                    value: None,
-                },
-                DlqHeader {
-                    key: "x".into(),
-                    value: Some(b"again".to_vec()),
-                },
-            ],
-            error_reason: ErrorReason::RetriesExhausted,
-            error_message: "HTTP 503".into(),
-            last_status_code: Some(503),
-            attempts: 8,
-            first_attempt_at_ms: Some(1_700_000_000_000),
-            error_timestamp_ms: 1_700_000_100_000,
-            dispatcher_id: "dispatcher-0".into(),
-        }
-    }
-
-    fn minimal() -> DlqEnvelope {
-        DlqEnvelope {
-            envelope_version: ENVELOPE_VERSION,
-            event_id: derived_event_id("webhook-events", 0, 7),
-            event_type: None,
-            endpoint_id: None,
-            endpoint_url: None,
-            original_topic: "webhook-events".into(),
-            original_partition: 0,
-            original_offset: 7,
-            original_key: None,
-            original_payload_bytes: b"not json".to_vec(),
-            original_headers: vec![],
-            error_reason: ErrorReason::MalformedEvent,
-            error_message: "invalid JSON event".into(),
-            last_status_code: None,
-            attempts: 0,
-            first_attempt_at_ms: None,
-            error_timestamp_ms: 1,
-            dispatcher_id: "d".into(),
-        }
-    }
+    use crate::envelope::MAX_ERROR_MESSAGE_LEN;
+    use crate::envelope::fixtures::{TRACE_ID, TRACEPARENT, full, minimal};
+    use crate::schema::{DLQ_ENVELOPE_V1, DLQ_ENVELOPE_V2};
 
     fn round_trip(e: &DlqEnvelope) -> DlqEnvelope {
         let datum = e.to_avro_datum().expect("encode");
@@ -283,17 +265,44 @@ mod tests {
         v.clone()
     }
 
-    /// `e` as a value of the v1 schema: the current value without the fields v2 added.
-    fn v1_value(e: &DlqEnvelope) -> Value {
+    /// The fields version 2 added to version 1, and version 3 to version 2.
+    const V2_FIELDS: [&str; 1] = ["trace_id"];
+    const V3_FIELDS: [&str; 2] = ["original_payload_truncated", "original_payload_size"];
+
+    /// `e` as a value of an older schema: the current value without the `later` fields.
+    fn older_value(e: &DlqEnvelope, later: &[&str]) -> Value {
         let Value::Record(fields) = e.to_avro_value() else {
             panic!("not a record");
         };
         Value::Record(
             fields
                 .into_iter()
-                .filter(|(k, _)| k != "trace_id")
+                .filter(|(k, _)| !later.contains(&k.as_str()))
                 .collect(),
         )
+    }
+
+    /// How a test builds an envelope's value under an older schema.
+    type ValueOf = fn(&DlqEnvelope) -> Value;
+
+    /// `e` as a value of the v1 schema.
+    fn v1_value(e: &DlqEnvelope) -> Value {
+        older_value(e, &[V2_FIELDS.as_slice(), V3_FIELDS.as_slice()].concat())
+    }
+
+    /// `e` as a value of the v2 schema.
+    fn v2_value(e: &DlqEnvelope) -> Value {
+        older_value(e, &V3_FIELDS)
+    }
+
+    /// A cut envelope: what `fit_within` leaves.
+    fn truncated() -> DlqEnvelope {
+        DlqEnvelope {
+            original_payload_bytes: vec![0, 0, 0, 0, 1],
+            original_payload_truncated: true,
+            original_payload_size: Some(1_500_000),
+            ..full()
+        }
     }
 
     #[test]
@@ -311,8 +320,40 @@ mod tests {
             let (value, _) =
                 decode(&datum, dlq_envelope_schema(), dlq_envelope_schema()).expect("decode");
             assert_eq!(field(&value, "trace_id"), expected);
-            assert_eq!(field(&value, "envelope_version"), Value::Int(2));
+            assert_eq!(field(&value, "envelope_version"), Value::Int(3));
         }
+    }
+
+    #[test]
+    fn v3_writes_whether_and_from_what_size_the_payload_was_cut() {
+        for (e, flag, size) in [
+            (full(), false, Value::Union(0, Box::new(Value::Null))),
+            (
+                truncated(),
+                true,
+                Value::Union(1, Box::new(Value::Long(1_500_000))),
+            ),
+        ] {
+            assert!(e.to_avro_value().validate(dlq_envelope_schema()));
+            let datum = e.to_avro_datum().expect("encode");
+            let (value, _) =
+                decode(&datum, dlq_envelope_schema(), dlq_envelope_schema()).expect("decode");
+            assert_eq!(
+                field(&value, "original_payload_truncated"),
+                Value::Boolean(flag)
+            );
+            assert_eq!(field(&value, "original_payload_size"), size);
+            assert_eq!(round_trip(&e), e);
+        }
+        // A size beyond Avro's long is written as the largest long, never wrapped.
+        let huge = DlqEnvelope {
+            original_payload_size: Some(u64::MAX),
+            ..truncated()
+        };
+        assert_eq!(
+            field(&huge.to_avro_value(), "original_payload_size"),
+            Value::Union(1, Box::new(Value::Long(i64::MAX)))
+        );
     }
 
     #[test]
@@ -333,45 +374,65 @@ mod tests {
         );
     }
 
-    /// A record written with v1 before the upgrade, read by a v2 reader through Avro schema
-    /// resolution, as a consumer with the v2 schema reads the DLQ's older records.
+    /// A record written with an older schema before the upgrade, read by the current reader
+    /// through Avro schema resolution, as a consumer with the v3 schema reads the DLQ's
+    /// older records: the later fields get their defaults, the payload is not truncated.
     #[test]
-    fn a_v1_datum_decodes_with_the_v2_reader_and_gets_the_defaults() {
+    fn v1_and_v2_datums_decode_with_the_v3_reader_and_get_the_defaults() {
         let v1 = Schema::parse_str(DLQ_ENVELOPE_V1).expect("v1 schema");
-        for e in [full(), minimal()] {
-            let old = DlqEnvelope {
-                envelope_version: 1,
-                ..e
-            };
-            let datum = encode(&v1, v1_value(&old)).expect("encode with v1");
-            let (value, rest) = decode(&datum, &v1, dlq_envelope_schema()).expect("resolve");
-            assert_eq!(rest, 0);
-            assert!(value.validate(dlq_envelope_schema()));
-            assert_eq!(
-                field(&value, "trace_id"),
-                Value::Union(0, Box::new(Value::Null)),
-                "the v2 default"
-            );
-            assert_eq!(DlqEnvelope::from_avro_value(value).expect("read"), old);
-            assert_eq!(
-                DlqEnvelope::from_avro_datum(&datum, &v1).expect("decode"),
-                old
-            );
+        let v2 = Schema::parse_str(DLQ_ENVELOPE_V2).expect("v2 schema");
+        let older: [(i32, &Schema, ValueOf); 2] = [(1, &v1, v1_value), (2, &v2, v2_value)];
+        for (version, schema, value_of) in older {
+            for e in [full(), minimal()] {
+                let old = DlqEnvelope {
+                    envelope_version: version,
+                    ..e
+                };
+                let datum = encode(schema, value_of(&old)).expect("encode with the old schema");
+                let (value, rest) = decode(&datum, schema, dlq_envelope_schema()).expect("resolve");
+                assert_eq!(rest, 0);
+                assert!(value.validate(dlq_envelope_schema()));
+                assert_eq!(
+                    field(&value, "original_payload_truncated"),
+                    Value::Boolean(false),
+                    "the v3 default"
+                );
+                assert_eq!(
+                    field(&value, "original_payload_size"),
+                    Value::Union(0, Box::new(Value::Null)),
+                    "the v3 default"
+                );
+                if version == 1 {
+                    assert_eq!(
+                        field(&value, "trace_id"),
+                        Value::Union(0, Box::new(Value::Null)),
+                        "the v2 default"
+                    );
+                }
+                assert_eq!(DlqEnvelope::from_avro_value(value).expect("read"), old);
+                assert_eq!(
+                    DlqEnvelope::from_avro_datum(&datum, schema).expect("decode"),
+                    old
+                );
+            }
+            // Without resolution (a registry-aware reader using the writer schema) too.
+            let datum = encode(schema, value_of(&minimal())).expect("encode with the old schema");
+            let (value, _) = decode(&datum, schema, schema).expect("decode");
+            let read = DlqEnvelope::from_avro_value(value).expect("read");
+            assert_eq!(read, minimal());
+            assert!(!read.original_payload_truncated);
+            assert_eq!(read.original_payload_size, None);
         }
-        // Without resolution (a registry-aware reader using the writer schema) too.
-        let datum = encode(&v1, v1_value(&minimal())).expect("encode with v1");
-        let (value, _) = decode(&datum, &v1, &v1).expect("decode");
-        assert_eq!(
-            DlqEnvelope::from_avro_value(value).expect("read"),
-            minimal()
-        );
     }
 
     #[test]
-    fn a_v2_value_does_not_fit_the_v1_schema() {
+    fn a_v3_value_fits_neither_older_schema() {
         let v1 = Schema::parse_str(DLQ_ENVELOPE_V1).expect("v1 schema");
+        let v2 = Schema::parse_str(DLQ_ENVELOPE_V2).expect("v2 schema");
         assert!(!full().to_avro_value().validate(&v1));
+        assert!(!full().to_avro_value().validate(&v2));
         assert!(v1_value(&full()).validate(&v1));
+        assert!(v2_value(&full()).validate(&v2));
     }
 
     #[test]
@@ -426,6 +487,23 @@ mod tests {
             with("last_status_code", Value::Int(70_000)),
             Err(EnvelopeError::OutOfRange {
                 field: "last_status_code",
+                ..
+            })
+        ));
+        assert!(matches!(
+            with(
+                "original_payload_size",
+                Value::Union(1, Box::new(Value::Long(-1)))
+            ),
+            Err(EnvelopeError::OutOfRange {
+                field: "original_payload_size",
+                value: -1
+            })
+        ));
+        assert!(matches!(
+            with("original_payload_truncated", Value::Int(1)),
+            Err(EnvelopeError::WrongType {
+                field: "original_payload_truncated",
                 ..
             })
         ));

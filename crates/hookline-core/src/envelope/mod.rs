@@ -1,25 +1,34 @@
 //! The dead-letter envelope: a parked delivery with its original record and the reason.
 //!
-//! Schema `schemas/dlq_envelope.v2.avsc` (written), which also reads records written with
-//! `v1`. It keeps the original key, value and headers byte for byte, so a record can be
-//! re-driven unchanged, and holds no endpoint configuration: no secrets, and the URL only
-//! without its query string (see [`redact_url`](crate::url_guard::redact_url)).
+//! Schema `schemas/dlq_envelope.v3.avsc` (written), which also reads records written with
+//! `v1` and `v2`. It keeps the original key, value and headers byte for byte, so a record
+//! can be re-driven unchanged, and holds no endpoint configuration: no secrets, and the URL
+//! only without its query string (see [`redact_url`](crate::url_guard::redact_url)).
 //!
 //! Version 2 adds `trace_id`, the W3C trace id of the original record's `traceparent`
 //! header, so that registry-aware tools show and filter by it. It is not stored in
 //! [`DlqEnvelope`]: [`DlqEnvelope::trace_id`] derives it from the headers the envelope keeps
 //! anyway, so the two can never disagree.
+//!
+//! Version 3 adds `original_payload_truncated` and `original_payload_size`: an envelope too
+//! large for the DLQ topic is cut to fit by [`DlqEnvelope::fit_within`] (the payload first)
+//! and says so, instead of being a write that can never succeed.
 
 mod avro;
+mod fit;
+#[cfg(test)]
+pub(crate) mod fixtures;
 mod reason;
 
+pub use avro::CONFLUENT_FRAMING_LEN;
+pub use fit::Fit;
 pub use reason::{ErrorReason, UnknownReason};
 
 use crate::headers::TRACEPARENT;
 
 /// The envelope layout version written by this crate: that of
 /// [`DLQ_ENVELOPE_CURRENT`](crate::schema::DLQ_ENVELOPE_CURRENT).
-pub const ENVELOPE_VERSION: i32 = 2;
+pub const ENVELOPE_VERSION: i32 = 3;
 
 /// Longest `error_message` written, in bytes; longer messages are cut at a char boundary.
 pub const MAX_ERROR_MESSAGE_LEN: usize = 2048;
@@ -27,8 +36,8 @@ pub const MAX_ERROR_MESSAGE_LEN: usize = 2048;
 /// A delivery parked in the dead-letter topic.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DlqEnvelope {
-    /// Layout version the record was parked with: [`ENVELOPE_VERSION`] when written, 1 for
-    /// a record read back that was written with version 1.
+    /// Layout version the record was parked with: [`ENVELOPE_VERSION`] when written, 1 or 2
+    /// for a record read back that was written with that version.
     pub envelope_version: i32,
     /// The event id; for a record that could not be parsed, [`derived_event_id`].
     pub event_id: String,
@@ -46,7 +55,8 @@ pub struct DlqEnvelope {
     pub original_offset: i64,
     /// Key of the original record.
     pub original_key: Option<Vec<u8>>,
-    /// Value of the original record, byte for byte.
+    /// Value of the original record, byte for byte; only its first bytes when
+    /// [`original_payload_truncated`](Self::original_payload_truncated).
     pub original_payload_bytes: Vec<u8>,
     /// Headers of the original record, in order, repeats kept.
     pub original_headers: Vec<DlqHeader>,
@@ -64,6 +74,13 @@ pub struct DlqEnvelope {
     pub error_timestamp_ms: i64,
     /// Id of the dispatcher instance that parked it.
     pub dispatcher_id: String,
+    /// Whether the envelope was cut to fit the DLQ topic's maximum record size (see
+    /// [`DlqEnvelope::fit_within`]): the payload holds only its first bytes and, if that was
+    /// not enough, header values and the error message were cut too. Such a record cannot be
+    /// re-driven byte for byte. `false` in records written with versions 1 and 2.
+    pub original_payload_truncated: bool,
+    /// Full size in bytes of the original payload, set when it was cut; `None` otherwise.
+    pub original_payload_size: Option<u64>,
 }
 
 impl DlqEnvelope {
@@ -137,14 +154,19 @@ pub fn derived_event_id(topic: &str, partition: i32, offset: i64) -> String {
 
 /// `message` cut to at most [`MAX_ERROR_MESSAGE_LEN`] bytes at a char boundary.
 pub fn truncate_message(message: &str) -> &str {
-    if message.len() <= MAX_ERROR_MESSAGE_LEN {
-        return message;
+    prefix_within(message, MAX_ERROR_MESSAGE_LEN)
+}
+
+/// The longest prefix of `text` of at most `max_len` bytes that ends at a char boundary.
+fn prefix_within(text: &str, max_len: usize) -> &str {
+    if text.len() <= max_len {
+        return text;
     }
-    let mut end = MAX_ERROR_MESSAGE_LEN;
-    while !message.is_char_boundary(end) {
+    let mut end = max_len;
+    while !text.is_char_boundary(end) {
         end -= 1;
     }
-    &message[..end]
+    &text[..end]
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! The Avro archive: an object container file of `DlqArchiveRecord`s (the DLQ record's
-//! place, key, headers, status and history around the `DlqEnvelope` v1), its writer schema
-//! embedded, so any Avro reader can open it without a registry.
+//! place, key, headers, status and history around the current `DlqEnvelope`), its writer
+//! schema embedded, so any Avro reader can open it without a registry. Archives written
+//! with an older envelope version read back too.
 
 use std::io::{Read, Write};
 use std::path::Path;
@@ -278,4 +279,49 @@ fn action_from_value(value: Value) -> std::result::Result<Action, String> {
         }
     }
     Ok(action)
+}
+
+#[cfg(test)]
+mod tests {
+    use hookline_core::envelope::ErrorReason;
+    use hookline_core::schema::DLQ_ENVELOPE_V2;
+
+    use super::*;
+    use crate::record::fixtures::record;
+
+    /// An archive written before envelope v3: its embedded schema holds the v2 envelope.
+    #[test]
+    fn an_archive_with_the_v2_envelope_reads_back_as_not_truncated() {
+        let mut schema: serde_json::Value =
+            serde_json::from_str(&archive_schema_json()).expect("JSON");
+        for field in schema["fields"].as_array_mut().expect("fields") {
+            if field["name"] == "envelope" {
+                field["type"] = serde_json::from_str(DLQ_ENVELOPE_V2).expect("v2 is JSON");
+            }
+        }
+        let schema = Schema::parse_str(&schema.to_string()).expect("a schema");
+        let selected = Selected {
+            record: record(0, 2, "ep-a", ErrorReason::RetriesExhausted, 1_000),
+            history: History::default(),
+        };
+        let Value::Record(mut fields) = to_value(&selected) else {
+            panic!("not a record");
+        };
+        for (name, value) in &mut fields {
+            if let (true, Value::Record(envelope)) = (name == "envelope", value) {
+                envelope.retain(|(k, _)| {
+                    !["original_payload_truncated", "original_payload_size"].contains(&k.as_str())
+                });
+            }
+        }
+        let mut writer = Writer::new(&schema, Vec::new()).expect("a writer");
+        writer
+            .append_value(Value::Record(fields))
+            .expect("a v2 archive record");
+        let bytes = writer.into_inner().expect("finished");
+        let read = read(Path::new("old.avro"), bytes.as_slice()).expect("reads");
+        assert_eq!(read, [selected]);
+        assert!(!read[0].record.envelope.original_payload_truncated);
+        assert_eq!(read[0].record.envelope.original_payload_size, None);
+    }
 }

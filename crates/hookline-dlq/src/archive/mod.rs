@@ -215,6 +215,10 @@ mod tests {
         binary.envelope.original_payload_bytes = vec![0, 0, 0, 0, 9, 0xff];
         binary.envelope.last_status_code = None;
         binary.timestamp_ms = None;
+        let mut cut = record(1, 4, "ep-c", ErrorReason::RetriesExhausted, 3_000);
+        cut.envelope.original_payload_bytes.truncate(5);
+        cut.envelope.original_payload_truncated = true;
+        cut.envelope.original_payload_size = Some(1_500_000);
         vec![
             Selected {
                 record: record(0, 0, "ep-a", ErrorReason::RetriesExhausted, 1_000),
@@ -225,6 +229,10 @@ mod tests {
             },
             Selected {
                 record: binary,
+                history: History::default(),
+            },
+            Selected {
+                record: cut,
                 history: History::default(),
             },
         ]
@@ -241,7 +249,7 @@ mod tests {
                 writer.write(r).await.expect("write");
             }
             assert!(!path.exists(), "the file appears only when finished");
-            assert_eq!(writer.finish().await.expect("finish"), 2);
+            assert_eq!(writer.finish().await.expect("finish"), 3);
             assert_eq!(read_archive(&path).await.expect("read"), records());
             assert!(matches!(
                 ArchiveWriter::create(&path, format, "t.dlq"),

@@ -1,10 +1,13 @@
 //! Redriving DLQ records: re-publishing each one's original key, value and headers to the
 //! main topic or a retry tier, with the same event id, attempts reset and provenance
-//! headers; the action is recorded once the re-publish is acknowledged.
-//! This module builds the outgoing records (pure); [`run`] does the I/O.
+//! headers; the action is recorded once the re-publish is acknowledged. A record that no
+//! longer holds its original bytes (its payload was cut to fit the DLQ) is refused, with
+//! the reason, and stays open.
+//! This module builds the outgoing records and decides refusals (pure); [`run`] does the I/O.
 
 mod run;
 
+use std::fmt;
 use std::time::Duration;
 
 use hookline_core::headers::{DeliveryMeta, is_hookline_header};
@@ -89,11 +92,88 @@ impl Sent {
     }
 }
 
+/// Why a matching record is not redriven.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// Its payload was cut to fit the DLQ (envelope v3 `original_payload_truncated`): what
+    /// the envelope holds is not the original value, so re-publishing it would deliver a
+    /// different body under the same event id.
+    PayloadTruncated {
+        /// Bytes of the payload the envelope kept.
+        kept: usize,
+        /// The original payload's full size, when the envelope records it.
+        original_size: Option<u64>,
+    },
+}
+
+impl Refusal {
+    /// Why `record` must not be redriven; `None` when it may be.
+    pub fn of(record: &DlqRecord) -> Option<Refusal> {
+        let e = &record.envelope;
+        e.original_payload_truncated
+            .then_some(Refusal::PayloadTruncated {
+                kept: e.original_payload_bytes.len(),
+                original_size: e.original_payload_size,
+            })
+    }
+
+    /// A stable snake_case code, for counts and JSON.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Refusal::PayloadTruncated { .. } => "payload_truncated",
+        }
+    }
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refusal::PayloadTruncated {
+                kept,
+                original_size,
+            } => {
+                write!(f, "its payload was truncated to fit the DLQ ({kept}")?;
+                if let Some(size) = original_size {
+                    write!(f, " of {size}")?;
+                }
+                write!(f, " bytes kept), so it cannot be redriven byte for byte")
+            }
+        }
+    }
+}
+
+/// A matching record a redrive did not send (nor would, in a dry run), and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refused {
+    /// Its place in the DLQ.
+    pub place: RecordRef,
+    /// Its event id.
+    pub event_id: String,
+    /// Its endpoint id, when known.
+    pub endpoint_id: Option<String>,
+    /// Why it was not sent.
+    pub why: Refusal,
+}
+
+impl Refused {
+    fn new(record: &DlqRecord, why: Refusal) -> Refused {
+        Refused {
+            place: record.place(),
+            event_id: record.envelope.event_id.clone(),
+            endpoint_id: record.envelope.endpoint_id.clone(),
+            why,
+        }
+    }
+}
+
 /// What a redrive did (or, in a dry run, would do).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RedriveReport {
     /// Records sent (or that would be), in order.
     pub sent: Vec<Sent>,
+    /// Matching open records not sent (nor, in a dry run, planned), with why; they stay
+    /// open, and no action is recorded for them.
+    pub refused: Vec<Refused>,
     /// Matching records skipped because they were already redriven or resolved.
     pub skipped_handled: u64,
     /// Records that could not be decoded, so were not sent.
@@ -237,6 +317,38 @@ mod tests {
         };
         assert_eq!(find(ATTEMPT), Some(b"0".to_vec()));
         assert_eq!(find(DUE_AT), Some(b"14000".to_vec()));
+    }
+
+    #[test]
+    fn a_record_with_a_truncated_payload_is_refused_with_why() {
+        let mut r = record(1, 5, "ep-a", ErrorReason::PayloadTooLarge, 1_000);
+        assert_eq!(Refusal::of(&r), None, "a whole record may be redriven");
+        r.envelope.original_payload_bytes.truncate(3);
+        r.envelope.original_payload_truncated = true;
+        r.envelope.original_payload_size = Some(1_500_000);
+        let why = Refusal::of(&r).expect("refused");
+        assert_eq!(
+            why,
+            Refusal::PayloadTruncated {
+                kept: 3,
+                original_size: Some(1_500_000)
+            }
+        );
+        assert_eq!(why.code(), "payload_truncated");
+        assert_eq!(
+            why.to_string(),
+            "its payload was truncated to fit the DLQ (3 of 1500000 bytes kept), so it cannot be \
+             redriven byte for byte"
+        );
+        let refused = Refused::new(&r, why);
+        assert_eq!(refused.place.to_string(), "1/5");
+        assert_eq!(refused.endpoint_id.as_deref(), Some("ep-a"));
+        r.envelope.original_payload_size = None;
+        assert_eq!(
+            Refusal::of(&r).expect("refused").to_string(),
+            "its payload was truncated to fit the DLQ (3 bytes kept), so it cannot be redriven \
+             byte for byte"
+        );
     }
 
     #[test]

@@ -7,7 +7,7 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use tokio::time::Instant;
 
-use super::{RedriveOptions, RedriveReport, Sent, outgoing};
+use super::{RedriveOptions, RedriveReport, Refusal, Refused, Sent, outgoing};
 use crate::actions::{Action, ActionKind, ActionWriter};
 use crate::error::{DlqError, Result};
 use crate::filter::{Filter, now_ms};
@@ -37,8 +37,9 @@ pub enum RedriveEvent<'a> {
 }
 
 /// Redrives the open records `filter` selects from `sources`; already redriven or resolved
-/// ones are skipped, so a second identical redrive sends nothing. Nothing is sent when the
-/// DLQ, the target or (unless a dry run) the actions topic is missing.
+/// ones are skipped, so a second identical redrive sends nothing, and those that cannot be
+/// re-published unchanged are refused (see [`Refusal`]), in a dry run too. Nothing is sent
+/// when the DLQ, the target or (unless a dry run) the actions topic is missing.
 pub async fn redrive(
     sources: Sources<'_>,
     filter: Filter,
@@ -53,7 +54,10 @@ pub async fn redrive(
     let mut planned = Vec::new();
     while let Some(item) = selection.next().await? {
         match item {
-            SelectedItem::Record(selected) => planned.push(selected.record),
+            SelectedItem::Record(selected) => match Refusal::of(&selected.record) {
+                Some(why) => report.refused.push(Refused::new(&selected.record, why)),
+                None => planned.push(selected.record),
+            },
             SelectedItem::Undecodable(u) => report.undecodable.push(RecordRef {
                 partition: u.partition,
                 offset: u.offset,

@@ -1,6 +1,8 @@
-//! End-to-end test of a redrive against the real local stack: an in-process dispatcher
+//! End-to-end tests of a redrive against the real local stack: an in-process dispatcher
 //! parks a failing endpoint's deliveries in the DLQ, the endpoint is fixed, and a redrive
 //! delivers each one exactly once with its original event id; a second redrive sends nothing.
+//! An envelope whose 1.5 MB payload was cut to fit the DLQ (framed with a known schema id,
+//! as the dispatcher writes it) is refused by every redrive, dry run included, with why.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -8,12 +10,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use hookline_core::WebhookEvent;
-use hookline_core::schema::WEBHOOK_EVENT_V1;
+use hookline_core::envelope::{ErrorReason, Fit};
+use hookline_core::schema::{DLQ_ENVELOPE_CURRENT, WEBHOOK_EVENT_V1};
 use hookline_dispatcher::{DispatcherConfig, start};
 use hookline_dlq::filter::now_ms;
 use hookline_dlq::redrive::{REDRIVEN_BY, REDRIVEN_FROM, redrive};
 use hookline_dlq::{
-    DlqError, FilterSpec, RedriveOptions, SelectedItem, Selection, Sources, Status, Target,
+    DlqError, FilterSpec, RedriveOptions, Refusal, SelectedItem, Selection, Sources, Status, Target,
 };
 use hookline_kafka::{Registry, TopicSpec, ensure_topics};
 use hookline_testkit::{
@@ -21,9 +24,12 @@ use hookline_testkit::{
     wait_until,
 };
 use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use tokio_util::sync::CancellationToken;
+
+use crate::common::{Dlq, envelope};
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -300,4 +306,129 @@ async fn a_fixed_endpoints_records_are_redriven_once_each_with_their_event_ids()
     );
     shutdown.cancel();
     running.wait().await.expect("clean stop");
+}
+
+/// The producer's default `message.max.bytes`, less room for the DLQ record's key, headers
+/// and per-record overhead.
+const ROOM_FOR_THE_VALUE: usize = 1_000_000 - 1_024;
+
+#[tokio::test]
+async fn a_record_whose_payload_was_truncated_is_refused_by_every_redrive() {
+    let d = Dlq::new("redrive-truncated").await;
+    ensure_topics(&d.kafka, &[TopicSpec::new(&d.events, 1, 1)])
+        .await
+        .expect("events topic");
+    let now = now_ms();
+    let whole = envelope("ep-a", "invoice.paid", ErrorReason::RetriesExhausted, now);
+    let whole_at = d.park(0, &whole).await;
+
+    // A 1.5 MB event: its envelope is more than Kafka takes, until it is cut.
+    let payload: Vec<u8> = (0..1_500_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+    let mut big = envelope("ep-a", "invoice.paid", ErrorReason::RetriesExhausted, now);
+    big.original_payload_bytes = payload.clone();
+    let subject = format!("{}-value", d.dlq);
+    let schema_id = d
+        .registry
+        .register(&subject, DLQ_ENVELOPE_CURRENT)
+        .await
+        .expect("the current schema registers");
+    let too_large = big.to_framed_avro(schema_id).expect("framed");
+    let refused = d
+        .producer
+        .send(
+            FutureRecord::<str, [u8]>::to(&d.dlq)
+                .key("ep")
+                .payload(&too_large),
+            DEADLINE,
+        )
+        .await
+        .expect_err("too large for Kafka");
+    assert!(
+        matches!(
+            refused.0,
+            KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge)
+        ),
+        "{:?}",
+        refused.0
+    );
+    assert_eq!(
+        big.fit_within(ROOM_FOR_THE_VALUE),
+        Fit::Truncated {
+            original_size: 1_500_000
+        }
+    );
+    let framed = big.to_framed_avro(schema_id).expect("framed");
+    assert!(framed.len() <= ROOM_FOR_THE_VALUE);
+    let cut_at = d.raw(0, &framed).await;
+
+    // Read back through the registry: marked, with the full size and the first bytes.
+    let selected = d.selected(false).await;
+    let read = selected
+        .iter()
+        .find(|s| s.record.place() == cut_at)
+        .expect("the cut record is read");
+    let e = &read.record.envelope;
+    assert!(e.original_payload_truncated);
+    assert_eq!(e.original_payload_size, Some(1_500_000));
+    assert!(payload.starts_with(&e.original_payload_bytes));
+    assert_eq!(e.event_id, big.event_id);
+
+    let options = |dry_run: bool| RedriveOptions {
+        target: Target::Main,
+        events_topic: d.events.clone(),
+        dry_run,
+        rate_per_s: None,
+        by: "tester".into(),
+    };
+    let all = || FilterSpec::default().build(now_ms()).expect("valid");
+    let events_before = total_records(&d.events);
+    let dry = redrive(d.sources(), all(), &options(true), |_| {})
+        .await
+        .expect("dry run");
+    let sent: Vec<_> = dry.sent.iter().map(|s| s.place).collect();
+    assert_eq!(sent, [whole_at], "only the whole record would go");
+    assert_eq!(dry.refused.len(), 1, "{dry:?}");
+    assert_eq!(dry.refused[0].place, cut_at);
+    assert_eq!(dry.refused[0].event_id, big.event_id);
+    let Refusal::PayloadTruncated {
+        kept,
+        original_size,
+    } = dry.refused[0].why;
+    assert_eq!(
+        (kept, original_size),
+        (e.original_payload_bytes.len(), Some(1_500_000))
+    );
+    assert!(
+        dry.refused[0]
+            .why
+            .to_string()
+            .contains("cannot be redriven byte for byte")
+    );
+
+    let done = redrive(d.sources(), all(), &options(false), |_| {})
+        .await
+        .expect("redrive");
+    assert_eq!(done.sent.len(), 1);
+    assert_eq!(done.sent[0].place, whole_at);
+    assert_eq!(done.refused, dry.refused);
+    assert_eq!(
+        total_records(&d.events),
+        events_before + 1,
+        "only the whole one re-published"
+    );
+
+    // The refused record stays open, and is refused again, not skipped as handled.
+    let again = redrive(d.sources(), all(), &options(false), |_| {})
+        .await
+        .expect("second redrive");
+    assert!(again.sent.is_empty());
+    assert_eq!(again.skipped_handled, 1);
+    assert_eq!(again.refused, dry.refused);
+    let open: Vec<_> = d
+        .selected(false)
+        .await
+        .iter()
+        .map(|s| (s.record.place(), s.status()))
+        .collect();
+    assert_eq!(open, [(cut_at, Status::Open)]);
 }

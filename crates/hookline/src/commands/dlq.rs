@@ -383,8 +383,26 @@ async fn run_redrive(args: RedriveArgs, context: &Context) -> anyhow::Result<()>
             break;
         }
     }
+    for refused in &report.refused {
+        let endpoint = refused.endpoint_id.as_deref().unwrap_or("-");
+        let line = format!(
+            "refused {} event {} endpoint {endpoint}: {}",
+            refused.place, refused.event_id, refused.why
+        );
+        if !out.line(&line)? {
+            break;
+        }
+    }
+    let refused = if report.refused.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; {} refused (they stay open: resolve them once handled)",
+            report.refused.len()
+        )
+    };
     out.line(&format!(
-        "{verb} {} records; {} already redriven or resolved, skipped",
+        "{verb} {} records; {} already redriven or resolved, skipped{refused}",
         report.sent.len(),
         report.skipped_handled
     ))?;

@@ -139,6 +139,8 @@ fn envelope(endpoint: &str, reason: ErrorReason, ago_ms: i64) -> DlqEnvelope {
         first_attempt_at_ms: Some(now_ms() - ago_ms - 1_000),
         error_timestamp_ms: now_ms() - ago_ms,
         dispatcher_id: "cli-test".into(),
+        original_payload_truncated: false,
+        original_payload_size: None,
     }
 }
 

@@ -21,6 +21,8 @@ pub const HOUR: i64 = 3_600_000;
 pub struct Dlq {
     pub kafka: KafkaSettings,
     pub registry: Arc<Registry>,
+    /// The events topic the DLQ belongs to (not created: a redrive test creates it).
+    pub events: String,
     pub dlq: String,
     pub actions: String,
     pub producer: FutureProducer,
@@ -46,6 +48,7 @@ impl Dlq {
             registry: Arc::new(Registry::new(&registry_settings()).expect("registry")),
             producer: kafka.producer_config().create().expect("producer"),
             kafka,
+            events,
             dlq,
             actions,
         }
@@ -141,6 +144,8 @@ pub fn envelope(endpoint: &str, event_type: &str, reason: ErrorReason, at_ms: i6
         first_attempt_at_ms: Some(at_ms - 1_000),
         error_timestamp_ms: at_ms,
         dispatcher_id: "test".into(),
+        original_payload_truncated: false,
+        original_payload_size: None,
     }
 }
 
