@@ -1,10 +1,17 @@
 //! Smoke tests against the real local stack: the chosen clients work with the real broker
 //! and the real registry. Run `deploy/local/stack up` first (the README's test command does).
 
+use std::ffi::OsStr;
+use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
+use std::panic::AssertUnwindSafe;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use apache_avro::types::Value;
-use hookline_kafka::{Compatibility, Error, Registry, TopicSpec, ensure_topics};
+use hookline_kafka::{
+    Compatibility, Error, RawHeader, Registry, TopicSpec, ensure_topics, read_headers,
+};
 use hookline_testkit::{kafka_settings, registry_settings, unique_name};
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
@@ -187,4 +194,70 @@ async fn backward_compatibility_refuses_an_incompatible_schema() {
             .await
             .expect("a JSON list");
     assert_eq!(versions, vec![1, 2]);
+}
+
+#[tokio::test]
+async fn header_names_that_are_not_utf8_are_read_as_bytes() {
+    let settings = kafka_settings();
+    let topic = unique_name("smoke-headers");
+    ensure_topics(&settings, &[TopicSpec::new(&topic, 1, 1)])
+        .await
+        .expect("create topic");
+
+    // A raw client writes a header whose name is the bytes ff fe, then a normal one.
+    let mut kcat = Command::new("kcat")
+        .arg("-P")
+        .args(["-b", &settings.bootstrap_servers, "-t", &topic, "-k", "k"])
+        .arg("-H")
+        .arg(OsStr::from_bytes(b"\xff\xfe=1"))
+        .args(["-H", "webhook-id=evt-1"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("kcat runs");
+    kcat.stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"payload\n")
+        .expect("write to kcat");
+    let status = kcat.wait().expect("kcat ends");
+    assert!(status.success(), "kcat failed: {status}");
+
+    let consumer: StreamConsumer = settings
+        .consumer_config(&unique_name("smoke-headers-group"))
+        .create()
+        .expect("consumer");
+    consumer.subscribe(&[&topic]).expect("subscribe");
+    let message = tokio::time::timeout(DEADLINE, consumer.recv())
+        .await
+        .expect("a record before the deadline")
+        .expect("no consumer error");
+    assert_eq!(message.payload(), Some(&b"payload"[..]));
+
+    let expected = vec![
+        RawHeader {
+            name: vec![0xff, 0xfe],
+            value: Some(b"1".to_vec()),
+        },
+        RawHeader {
+            name: b"webhook-id".to_vec(),
+            value: Some(b"evt-1".to_vec()),
+        },
+    ];
+    assert_eq!(
+        read_headers(&message),
+        expected,
+        "from the borrowed message"
+    );
+    let owned = message.detach();
+    assert_eq!(read_headers(&owned), expected, "from the owned copy");
+    assert_eq!(expected[0].name_lossy(), "\u{fffd}\u{fffd}");
+
+    // What this guards against: rdkafka's own accessor panics on this record.
+    let panicked = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        message.headers().map(|headers| headers.iter().count())
+    }));
+    assert!(
+        panicked.is_err(),
+        "rdkafka's Headers::iter no longer panics on a name that is not UTF-8"
+    );
 }
