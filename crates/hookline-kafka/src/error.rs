@@ -59,14 +59,73 @@ pub enum Error {
 }
 
 impl Error {
-    /// Whether trying again later may succeed (the registry or broker was unreachable),
-    /// as opposed to a refusal that will not change.
+    /// Whether trying again later may succeed (the broker or registry was unreachable, slow,
+    /// failing, or refused hookline's credentials), as opposed to an answer that will not
+    /// change (an unknown schema id, a bad request, bytes that do not decode).
     pub fn is_transient(&self) -> bool {
         match self {
             Error::Kafka { .. } | Error::RegistryHttp { .. } => true,
             Error::CreateTopic { .. } => false,
-            Error::RegistryRefused { status, .. } => *status >= 500,
+            Error::RegistryRefused { status, .. } => transient_status(*status),
             Error::Avro { source, .. } => source.retriable,
+        }
+    }
+}
+
+/// Whether a registry's HTTP status may change on a later try.
+fn transient_status(status: u16) -> bool {
+    match status {
+        // The registry, or a proxy in front of it, is failing, overloaded or timing out.
+        408 | 429 | 500..=599 => true,
+        // Credentials or grants that an operator can fix while the events wait.
+        401 | 403 => true,
+        // A request that will never succeed: unknown id or subject (404), bad or invalid
+        // request (400, 422), incompatible schema (409)...
+        400 | 402 | 404..=407 | 409..=428 | 430..=499 => false,
+        // Not an error answer (a success whose body is unreadable, a redirect not
+        // followed), or not an HTTP status at all.
+        0..=399 | 600..=u16::MAX => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(status: u16) -> Error {
+        Error::RegistryRefused {
+            context: "fetching writer schema 1".to_owned(),
+            status,
+            body: String::new(),
+        }
+    }
+
+    #[test]
+    fn registry_statuses_are_classified() {
+        let table = [
+            (200, false),
+            (302, false),
+            (400, false),
+            (401, true),
+            (403, true),
+            (404, false),
+            (405, false),
+            (408, true),
+            (409, false),
+            (415, false),
+            (422, false),
+            (429, true),
+            (451, false),
+            (500, true),
+            (501, true),
+            (502, true),
+            (503, true),
+            (504, true),
+            (599, true),
+            (600, false),
+        ];
+        for (status, transient) in table {
+            assert_eq!(refused(status).is_transient(), transient, "HTTP {status}");
         }
     }
 }
