@@ -3,6 +3,8 @@
 use rdkafka::error::KafkaError;
 use schema_registry_converter::error::SRCError;
 
+use crate::registry::SchemaRefusal;
+
 /// A `Result` with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -47,7 +49,7 @@ pub enum Error {
         /// The registry's answer.
         body: String,
     },
-    /// Encoding or decoding Confluent-framed Avro failed.
+    /// Encoding Confluent-framed Avro failed.
     #[error("avro through the registry: {context}")]
     Avro {
         /// What hookline was doing.
@@ -55,6 +57,45 @@ pub enum Error {
         /// The converter's error, which says whether a retry may help.
         #[source]
         source: SRCError,
+    },
+    /// A value to decode is not Confluent-framed: shorter than the 5-byte header, or with a
+    /// first byte other than the magic 0.
+    #[error(
+        "not Confluent-framed Avro ({len} bytes, first byte {first:?}): expected the magic \
+         byte 0 and a 4-byte schema id"
+    )]
+    NotFramed {
+        /// The value's length.
+        len: usize,
+        /// Its first byte, if any.
+        first: Option<u8>,
+    },
+    /// The registry's writer schema for an id is not valid Avro.
+    #[error("writer schema {id} from the registry is not valid Avro: {source}")]
+    UnreadableSchema {
+        /// The schema id.
+        id: u32,
+        /// The parser's error.
+        #[source]
+        source: apache_avro::Error,
+    },
+    /// A writer schema hookline does not decode with: recursive or nested too deeply
+    /// (apache-avro's decoder has no depth limit), or not a self-contained Avro schema.
+    #[error("writer schema {id} is not supported: {reason}")]
+    UnsupportedSchema {
+        /// The schema id.
+        id: u32,
+        /// Why.
+        reason: SchemaRefusal,
+    },
+    /// A value does not decode with its writer schema.
+    #[error("the value does not decode with writer schema {id}: {source}")]
+    Undecodable {
+        /// The schema id.
+        id: u32,
+        /// The decoder's error.
+        #[source]
+        source: apache_avro::Error,
     },
 }
 
@@ -68,6 +109,10 @@ impl Error {
             Error::CreateTopic { .. } => false,
             Error::RegistryRefused { status, .. } => transient_status(*status),
             Error::Avro { source, .. } => source.retriable,
+            Error::NotFramed { .. }
+            | Error::UnreadableSchema { .. }
+            | Error::UnsupportedSchema { .. }
+            | Error::Undecodable { .. } => false,
         }
     }
 }

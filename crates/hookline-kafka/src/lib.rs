@@ -10,5 +10,5 @@ mod settings;
 pub use admin::{TopicSpec, ensure_topics};
 pub use error::{Error, Result};
 pub use headers::{NativeHeaders, RawHeader, read_header_list, read_headers};
-pub use registry::{Compatibility, Registry, RegistrySettings};
+pub use registry::{Compatibility, MAX_SCHEMA_DEPTH, Registry, RegistrySettings, SchemaRefusal};
 pub use settings::KafkaSettings;
