@@ -3,6 +3,8 @@
 use rdkafka::error::KafkaError;
 use schema_registry_converter::error::SRCError;
 
+use crate::registry::SchemaRefusal;
+
 /// A `Result` with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -47,7 +49,7 @@ pub enum Error {
         /// The registry's answer.
         body: String,
     },
-    /// Encoding or decoding Confluent-framed Avro failed.
+    /// Encoding Confluent-framed Avro failed.
     #[error("avro through the registry: {context}")]
     Avro {
         /// What hookline was doing.
@@ -56,17 +58,119 @@ pub enum Error {
         #[source]
         source: SRCError,
     },
+    /// A value to decode is not Confluent-framed: shorter than the 5-byte header, or with a
+    /// first byte other than the magic 0.
+    #[error(
+        "not Confluent-framed Avro ({len} bytes, first byte {first:?}): expected the magic \
+         byte 0 and a 4-byte schema id"
+    )]
+    NotFramed {
+        /// The value's length.
+        len: usize,
+        /// Its first byte, if any.
+        first: Option<u8>,
+    },
+    /// The registry's writer schema for an id is not valid Avro.
+    #[error("writer schema {id} from the registry is not valid Avro: {source}")]
+    UnreadableSchema {
+        /// The schema id.
+        id: u32,
+        /// The parser's error.
+        #[source]
+        source: apache_avro::Error,
+    },
+    /// A writer schema hookline does not decode with: recursive or nested too deeply
+    /// (apache-avro's decoder has no depth limit), or not a self-contained Avro schema.
+    #[error("writer schema {id} is not supported: {reason}")]
+    UnsupportedSchema {
+        /// The schema id.
+        id: u32,
+        /// Why.
+        reason: SchemaRefusal,
+    },
+    /// A value does not decode with its writer schema.
+    #[error("the value does not decode with writer schema {id}: {source}")]
+    Undecodable {
+        /// The schema id.
+        id: u32,
+        /// The decoder's error.
+        #[source]
+        source: apache_avro::Error,
+    },
 }
 
 impl Error {
-    /// Whether trying again later may succeed (the registry or broker was unreachable),
-    /// as opposed to a refusal that will not change.
+    /// Whether trying again later may succeed (the broker or registry was unreachable, slow,
+    /// failing, or refused hookline's credentials), as opposed to an answer that will not
+    /// change (an unknown schema id, a bad request, bytes that do not decode).
     pub fn is_transient(&self) -> bool {
         match self {
             Error::Kafka { .. } | Error::RegistryHttp { .. } => true,
             Error::CreateTopic { .. } => false,
-            Error::RegistryRefused { status, .. } => *status >= 500,
+            Error::RegistryRefused { status, .. } => transient_status(*status),
             Error::Avro { source, .. } => source.retriable,
+            Error::NotFramed { .. }
+            | Error::UnreadableSchema { .. }
+            | Error::UnsupportedSchema { .. }
+            | Error::Undecodable { .. } => false,
+        }
+    }
+}
+
+/// Whether a registry's HTTP status may change on a later try.
+fn transient_status(status: u16) -> bool {
+    match status {
+        // The registry, or a proxy in front of it, is failing, overloaded or timing out.
+        408 | 429 | 500..=599 => true,
+        // Credentials or grants that an operator can fix while the events wait.
+        401 | 403 => true,
+        // A request that will never succeed: unknown id or subject (404), bad or invalid
+        // request (400, 422), incompatible schema (409)...
+        400 | 402 | 404..=407 | 409..=428 | 430..=499 => false,
+        // Not an error answer (a success whose body is unreadable, a redirect not
+        // followed), or not an HTTP status at all.
+        0..=399 | 600..=u16::MAX => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(status: u16) -> Error {
+        Error::RegistryRefused {
+            context: "fetching writer schema 1".to_owned(),
+            status,
+            body: String::new(),
+        }
+    }
+
+    #[test]
+    fn registry_statuses_are_classified() {
+        let table = [
+            (200, false),
+            (302, false),
+            (400, false),
+            (401, true),
+            (403, true),
+            (404, false),
+            (405, false),
+            (408, true),
+            (409, false),
+            (415, false),
+            (422, false),
+            (429, true),
+            (451, false),
+            (500, true),
+            (501, true),
+            (502, true),
+            (503, true),
+            (504, true),
+            (599, true),
+            (600, false),
+        ];
+        for (status, transient) in table {
+            assert_eq!(refused(status).is_transient(), transient, "HTTP {status}");
         }
     }
 }

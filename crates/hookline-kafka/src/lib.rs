@@ -1,12 +1,14 @@
 //! Shared Kafka and schema-registry plumbing for hookline: client settings, topic admin,
-//! and Confluent-framed Avro through a registry.
+//! headers read as bytes, and Confluent-framed Avro through a registry.
 
 mod admin;
 mod error;
+mod headers;
 mod registry;
 mod settings;
 
 pub use admin::{TopicSpec, ensure_topics};
 pub use error::{Error, Result};
-pub use registry::{Compatibility, Registry, RegistrySettings};
+pub use headers::{NativeHeaders, RawHeader, read_header_list, read_headers};
+pub use registry::{Compatibility, MAX_SCHEMA_DEPTH, Registry, RegistrySettings, SchemaRefusal};
 pub use settings::KafkaSettings;

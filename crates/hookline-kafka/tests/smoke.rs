@@ -1,15 +1,25 @@
 //! Smoke tests against the real local stack: the chosen clients work with the real broker
 //! and the real registry. Run `deploy/local/stack up` first (the README's test command does).
 
+use std::ffi::OsStr;
+use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
+use std::panic::AssertUnwindSafe;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use apache_avro::types::Value;
-use hookline_kafka::{Compatibility, Error, Registry, TopicSpec, ensure_topics};
+use hookline_kafka::{
+    Compatibility, Error, RawHeader, Registry, RegistrySettings, SchemaRefusal, TopicSpec,
+    ensure_topics, read_headers,
+};
 use hookline_testkit::{kafka_settings, registry_settings, unique_name};
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Offset, TopicPartitionList};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
 
 const DEADLINE: Duration = Duration::from_secs(30);
 
@@ -187,4 +197,269 @@ async fn backward_compatibility_refuses_an_incompatible_schema() {
             .await
             .expect("a JSON list");
     assert_eq!(versions, vec![1, 2]);
+}
+
+#[tokio::test]
+async fn header_names_that_are_not_utf8_are_read_as_bytes() {
+    let settings = kafka_settings();
+    let topic = unique_name("smoke-headers");
+    ensure_topics(&settings, &[TopicSpec::new(&topic, 1, 1)])
+        .await
+        .expect("create topic");
+
+    // A raw client writes a header whose name is the bytes ff fe, then a normal one.
+    let mut kcat = Command::new("kcat")
+        .arg("-P")
+        .args(["-b", &settings.bootstrap_servers, "-t", &topic, "-k", "k"])
+        .arg("-H")
+        .arg(OsStr::from_bytes(b"\xff\xfe=1"))
+        .args(["-H", "webhook-id=evt-1"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("kcat runs");
+    kcat.stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"payload\n")
+        .expect("write to kcat");
+    let status = kcat.wait().expect("kcat ends");
+    assert!(status.success(), "kcat failed: {status}");
+
+    let consumer: StreamConsumer = settings
+        .consumer_config(&unique_name("smoke-headers-group"))
+        .create()
+        .expect("consumer");
+    consumer.subscribe(&[&topic]).expect("subscribe");
+    let message = tokio::time::timeout(DEADLINE, consumer.recv())
+        .await
+        .expect("a record before the deadline")
+        .expect("no consumer error");
+    assert_eq!(message.payload(), Some(&b"payload"[..]));
+
+    let expected = vec![
+        RawHeader {
+            name: vec![0xff, 0xfe],
+            value: Some(b"1".to_vec()),
+        },
+        RawHeader {
+            name: b"webhook-id".to_vec(),
+            value: Some(b"evt-1".to_vec()),
+        },
+    ];
+    assert_eq!(
+        read_headers(&message),
+        expected,
+        "from the borrowed message"
+    );
+    let owned = message.detach();
+    assert_eq!(read_headers(&owned), expected, "from the owned copy");
+    assert_eq!(expected[0].name_lossy(), "\u{fffd}\u{fffd}");
+
+    // What this guards against: rdkafka's own accessor panics on this record.
+    let panicked = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        message.headers().map(|headers| headers.iter().count())
+    }));
+    assert!(
+        panicked.is_err(),
+        "rdkafka's Headers::iter no longer panics on a name that is not UTF-8"
+    );
+}
+
+const GREETING: &str = r#"{"type":"record","name":"Greeting","namespace":"dev.hookline.smoke",
+    "fields":[{"name":"id","type":"string"},{"name":"count","type":"long"}]}"#;
+
+fn greeting() -> Value {
+    Value::Record(vec![
+        ("id".to_owned(), Value::String("evt-1".to_owned())),
+        ("count".to_owned(), Value::Long(42)),
+    ])
+}
+
+fn framed(id: u32, datum: &[u8]) -> Vec<u8> {
+    [&[0][..], &id.to_be_bytes(), datum].concat()
+}
+
+#[tokio::test]
+async fn a_recursive_writer_schema_is_refused_before_a_deep_value_is_decoded() {
+    let registry = Registry::new(&registry_settings()).expect("registry client");
+    let subject = format!("{}-value", unique_name("smoke-recursive"));
+    let node =
+        r#"{"type":"record","name":"Node","fields":[{"name":"next","type":["null","Node"]}]}"#;
+    let id = registry.register(&subject, node).await.expect("registers");
+
+    // A million links, then the end: apache-avro would recurse a million times.
+    let mut datum = vec![0x02; 1_000_000];
+    datum.push(0x00);
+    let error = registry
+        .decode(&framed(id, &datum))
+        .await
+        .expect_err("refused");
+    assert!(!error.is_transient(), "{error}");
+    match &error {
+        Error::UnsupportedSchema {
+            id: refused,
+            reason: SchemaRefusal::Recursive { name },
+        } => {
+            assert_eq!(*refused, id);
+            assert_eq!(name, "Node");
+        }
+        other => panic!("expected a recursive schema refused, got {other}"),
+    }
+    // And again: refusals are not cached, the registry is asked each time.
+    assert!(matches!(
+        registry.decode(&framed(id, &[0x00])).await,
+        Err(Error::UnsupportedSchema { .. })
+    ));
+
+    // The same client still decodes a good value.
+    let topic = unique_name("smoke-good");
+    let bytes = registry
+        .encode_value(&topic, GREETING, greeting())
+        .await
+        .expect("encode");
+    assert_eq!(registry.decode(&bytes).await.expect("decodes"), greeting());
+    // From its cache too.
+    assert_eq!(registry.decode(&bytes).await.expect("decodes"), greeting());
+}
+
+#[tokio::test]
+async fn values_that_cannot_decode_are_permanent_errors() {
+    let registry = Registry::new(&registry_settings()).expect("registry client");
+    let topic = unique_name("smoke-bad");
+    let bytes = registry
+        .encode_value(&topic, GREETING, greeting())
+        .await
+        .expect("encode");
+    let id = u32::from_be_bytes([bytes[1], bytes[2], bytes[3], bytes[4]]);
+
+    let not_framed = registry
+        .decode(b"{\"id\":\"evt-1\"}")
+        .await
+        .expect_err("refused");
+    assert!(
+        matches!(not_framed, Error::NotFramed { .. }),
+        "{not_framed}"
+    );
+    let truncated = registry
+        .decode(&bytes[..bytes.len() - 1])
+        .await
+        .expect_err("refused");
+    assert!(
+        matches!(truncated, Error::Undecodable { .. }),
+        "{truncated}"
+    );
+    // An id the registry does not know: 404.
+    let unknown = registry
+        .decode(&framed(u32::MAX - 7, &bytes[5..]))
+        .await
+        .expect_err("refused");
+    assert!(
+        matches!(unknown, Error::RegistryRefused { status: 404, .. }),
+        "{unknown}"
+    );
+    for error in [not_framed, truncated, unknown] {
+        assert!(!error.is_transient(), "{error}");
+    }
+    assert_eq!(
+        registry
+            .decode(&framed(id, &bytes[5..]))
+            .await
+            .expect("decodes"),
+        greeting()
+    );
+}
+
+/// A "registry" on 127.0.0.1:0 that answers every request with `status`, or never answers
+/// when `status` is `None`.
+async fn fixed_registry(status: Option<u16>) -> Registry {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("address");
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut stream, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut buffer = [0; 1024];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buffer).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => request.extend_from_slice(&buffer[..n]),
+                    }
+                }
+                let Some(status) = status else {
+                    tokio::time::sleep(Duration::from_secs(3600)).await;
+                    return;
+                };
+                let body = r#"{"error_code":0,"message":"fixed answer"}"#;
+                let answer = format!(
+                    "HTTP/1.1 {status} Fixed\r\ncontent-type: application/json\r\n\
+                     content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(answer.as_bytes()).await;
+                let _ = stream.shutdown().await;
+            });
+        }
+    });
+    Registry::new(&RegistrySettings {
+        url: format!("http://{addr}/apis/ccompat/v7"),
+        timeout_ms: 500,
+    })
+    .expect("registry client")
+}
+
+#[tokio::test]
+async fn registry_answers_are_transient_or_permanent_by_status() {
+    let value = framed(1, &[0x00]);
+    for (status, transient) in [
+        (401, true),
+        (403, true),
+        (408, true),
+        (429, true),
+        (500, true),
+        (502, true),
+        (503, true),
+        (504, true),
+        (400, false),
+        (404, false),
+        (422, false),
+    ] {
+        let error = fixed_registry(Some(status))
+            .await
+            .decode(&value)
+            .await
+            .expect_err("no schema");
+        assert!(
+            matches!(error, Error::RegistryRefused { status: s, .. } if s == status),
+            "{error}"
+        );
+        assert_eq!(error.is_transient(), transient, "HTTP {status}: {error}");
+    }
+
+    // A registry that does not answer in time, and one that is not there.
+    let silent = fixed_registry(None)
+        .await
+        .decode(&value)
+        .await
+        .expect_err("timeout");
+    assert!(matches!(silent, Error::RegistryHttp { .. }), "{silent}");
+    assert!(silent.is_transient());
+    let port = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind")
+        .local_addr()
+        .expect("address")
+        .port();
+    let gone = Registry::new(&RegistrySettings {
+        url: format!("http://127.0.0.1:{port}"),
+        timeout_ms: 2_000,
+    })
+    .expect("registry client")
+    .decode(&value)
+    .await
+    .expect_err("refused connection");
+    assert!(matches!(gone, Error::RegistryHttp { .. }), "{gone}");
+    assert!(gone.is_transient());
 }

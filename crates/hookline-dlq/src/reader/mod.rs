@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hookline_core::envelope::DlqEnvelope;
-use hookline_kafka::{KafkaSettings, Registry};
-use rdkafka::message::{Headers, Message, OwnedMessage};
+use hookline_kafka::{KafkaSettings, Registry, read_headers};
+use rdkafka::message::{Message, OwnedMessage};
 
 pub use raw::{Start, TopicReader, topic_exists};
 
@@ -139,15 +139,14 @@ pub async fn decode(registry: &Registry, message: &OwnedMessage) -> Result<ReadI
         Ok(envelope) => envelope,
         Err(error) => return Ok(undecodable(format!("not a DLQ envelope: {error}"))),
     };
-    let headers = message
-        .headers()
-        .map(|headers| {
-            headers
-                .iter()
-                .map(|h| (h.key.to_owned(), h.value.map(<[u8]>::to_vec)))
-                .collect()
+    // Read as bytes: a header name that is not UTF-8 is shown lossily, never a panic.
+    let headers = read_headers(message)
+        .into_iter()
+        .map(|header| {
+            let name = header.name_lossy().into_owned();
+            (name, header.value)
         })
-        .unwrap_or_default();
+        .collect();
     Ok(ReadItem::Record(Box::new(DlqRecord {
         partition: message.partition(),
         offset: message.offset(),

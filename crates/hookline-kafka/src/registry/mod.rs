@@ -1,17 +1,24 @@
 //! A Confluent-compatible schema registry: registration, compatibility, and Avro values
-//! framed as magic byte 0 + 4-byte schema id (through `schema_registry_converter`).
+//! framed as magic byte 0 + 4-byte schema id (encoded through `schema_registry_converter`,
+//! decoded here, with writer schemas fetched by id, checked and cached).
+
+mod decode;
+mod nesting;
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
+use apache_avro::Schema;
 use apache_avro::types::Value;
-use schema_registry_converter::async_impl::avro::{AvroDecoder, AvroEncoder};
+use schema_registry_converter::async_impl::avro::AvroEncoder;
 use schema_registry_converter::async_impl::schema_registry::SrSettings;
 use schema_registry_converter::schema_registry_common::{
     SchemaType, SubjectNameStrategy, SuppliedSchema,
 };
 use serde::Deserialize;
 
+pub use self::nesting::{MAX_SCHEMA_DEPTH, SchemaRefusal};
 use crate::{Error, Result};
 
 const CONTENT_TYPE: &str = "application/vnd.schemaregistry.v1+json";
@@ -86,7 +93,7 @@ pub struct Registry {
     url: String,
     http: reqwest::Client,
     encoder: AvroEncoder,
-    decoder: AvroDecoder,
+    writer_schemas: decode::SchemaCache,
 }
 
 impl fmt::Debug for Registry {
@@ -126,8 +133,8 @@ impl Registry {
             })?;
         Ok(Registry {
             url,
-            encoder: AvroEncoder::new(sr.clone()),
-            decoder: AvroDecoder::new(sr),
+            encoder: AvroEncoder::new(sr),
+            writer_schemas: decode::SchemaCache::default(),
             http,
         })
     }
@@ -253,18 +260,36 @@ impl Registry {
             })
     }
 
-    /// Decodes a framed Avro value with the writer schema its id names.
+    /// Decodes a framed Avro value with the writer schema its id names. Fails with a
+    /// transient error ([`Error::is_transient`]) when the registry cannot be reached, times
+    /// out, fails (5xx, 408, 429) or refuses hookline's credentials (401, 403); with a
+    /// permanent one when the bytes are not framed, the id is unknown (404), the schema is
+    /// not Avro or is refused ([`Error::UnsupportedSchema`]: recursive, too deep) or the
+    /// bytes do not decode with it.
     pub async fn decode(&self, bytes: &[u8]) -> Result<Value> {
-        match self.decoder.decode(Some(bytes)).await {
-            Ok(result) => Ok(result.value),
-            Err(source) => {
-                self.decoder.remove_errors_from_cache();
-                Err(Error::Avro {
-                    context: "decoding a framed value".into(),
-                    source,
-                })
-            }
+        let (id, datum) = decode::parse_frame(bytes)?;
+        let writer = self.writer_schema(id).await?;
+        decode::read_datum(id, &writer, datum)
+    }
+
+    /// The writer schema with this id, from the cache or the registry.
+    async fn writer_schema(&self, id: u32) -> Result<Arc<Schema>> {
+        if let Some(schema) = self.writer_schemas.get(id) {
+            return Ok(schema);
         }
+        let context = format!("fetching writer schema {id}");
+        // `deleted=true`: records written before their schema's subject was soft-deleted
+        // still decode.
+        let response = self
+            .http
+            .get(format!("{}/schemas/ids/{id}?deleted=true", self.url))
+            .send()
+            .await
+            .map_err(|source| self.http_error(&context, source))?;
+        let body = self.check(&context, response).await?;
+        let schema = Arc::new(decode::writer_schema(id, &context, body)?);
+        self.writer_schemas.insert(id, Arc::clone(&schema));
+        Ok(schema)
     }
 
     fn http_error(&self, context: &str, source: reqwest::Error) -> Error {

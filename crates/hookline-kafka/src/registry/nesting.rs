@@ -1,0 +1,351 @@
+//! Writer schemas refused before any value is decoded with them. apache-avro's decoder
+//! recurses once per level of nesting with no limit of its own, so a recursive schema (a
+//! named type that refers to itself, directly or through other types) lets a few bytes of
+//! value overflow the stack and abort the process; so can a deep chain of references.
+//! hookline's own schemas are neither.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use apache_avro::Schema;
+use apache_avro::schema::{
+    Aliases, DecimalSchema, EnumSchema, FixedSchema, InnerDecimalSchema, Name, RecordSchema,
+    UuidSchema,
+};
+
+/// How many levels of nested types (records, fields, arrays, maps, unions, references) a
+/// writer schema may have. hookline's schemas have five at most. A debug build of
+/// apache-avro takes about 32 KiB of stack a level, so a value this deep decodes with room
+/// to spare on a tokio worker's 2 MiB (64 levels do not).
+pub const MAX_SCHEMA_DEPTH: usize = 32;
+
+/// Why hookline refuses a writer schema.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SchemaRefusal {
+    /// The registry holds it as another kind of schema (`PROTOBUF`, `JSON`).
+    NotAvro {
+        /// The registry's `schemaType`.
+        schema_type: String,
+    },
+    /// It is built from other registered schemas (Confluent schema references).
+    References,
+    /// A named type refers to itself, directly or through other types.
+    Recursive {
+        /// The full name of that type.
+        name: String,
+    },
+    /// It nests more than [`MAX_SCHEMA_DEPTH`] levels deep.
+    TooDeep {
+        /// The limit.
+        limit: usize,
+    },
+    /// It refers to a named type it does not define first.
+    UnknownReference {
+        /// The full name referred to.
+        name: String,
+    },
+}
+
+impl fmt::Display for SchemaRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SchemaRefusal::NotAvro { schema_type } => {
+                write!(f, "it is a {schema_type} schema, not Avro")
+            }
+            SchemaRefusal::References => f.write_str("it references other registered schemas"),
+            SchemaRefusal::Recursive { name } => {
+                write!(f, "it is recursive: {name} refers to itself")
+            }
+            SchemaRefusal::TooDeep { limit } => {
+                write!(f, "it nests more than {limit} levels deep")
+            }
+            SchemaRefusal::UnknownReference { name } => {
+                write!(f, "it refers to {name}, which it does not define")
+            }
+        }
+    }
+}
+
+/// How many levels deep `schema` nests; refuses one that is recursive or nests more than
+/// [`MAX_SCHEMA_DEPTH`] levels deep.
+pub(super) fn check(schema: &Schema) -> Result<usize, SchemaRefusal> {
+    Walk::default().height(schema, 1)
+}
+
+/// One walk over a schema tree, in the order apache-avro parsed it. A name is defined before
+/// it is used, so every cycle between named types passes through a reference to a type whose
+/// definition is still being walked: a reference to an enclosing record is recursion, and
+/// one to any other type refers to a definition already walked to its end.
+#[derive(Default)]
+struct Walk {
+    /// Names (and aliases) of the records being walked, innermost last.
+    open: Vec<Name>,
+    /// Heights of the named types walked to the end, under their names and aliases.
+    done: HashMap<Name, usize>,
+}
+
+impl Walk {
+    /// The height of `schema` (1 for a type without parts), found at `level` (1 for the
+    /// top). The walk stops at [`MAX_SCHEMA_DEPTH`], so it recurses no deeper than that itself, and
+    /// follows each reference only by its recorded height, so it takes linear time.
+    fn height(&mut self, schema: &Schema, level: usize) -> Result<usize, SchemaRefusal> {
+        if level > MAX_SCHEMA_DEPTH {
+            return Err(SchemaRefusal::TooDeep {
+                limit: MAX_SCHEMA_DEPTH,
+            });
+        }
+        match schema {
+            Schema::Null
+            | Schema::Boolean
+            | Schema::Int
+            | Schema::Long
+            | Schema::Float
+            | Schema::Double
+            | Schema::Bytes
+            | Schema::String
+            | Schema::BigDecimal
+            | Schema::Date
+            | Schema::TimeMillis
+            | Schema::TimeMicros
+            | Schema::TimestampMillis
+            | Schema::TimestampMicros
+            | Schema::TimestampNanos
+            | Schema::LocalTimestampMillis
+            | Schema::LocalTimestampMicros
+            | Schema::LocalTimestampNanos
+            | Schema::Uuid(UuidSchema::Bytes | UuidSchema::String)
+            | Schema::Decimal(DecimalSchema {
+                inner: InnerDecimalSchema::Bytes,
+                ..
+            }) => Ok(1),
+            Schema::Enum(EnumSchema { name, aliases, .. })
+            | Schema::Fixed(FixedSchema { name, aliases, .. })
+            | Schema::Duration(FixedSchema { name, aliases, .. })
+            | Schema::Uuid(UuidSchema::Fixed(FixedSchema { name, aliases, .. }))
+            | Schema::Decimal(DecimalSchema {
+                inner: InnerDecimalSchema::Fixed(FixedSchema { name, aliases, .. }),
+                ..
+            }) => Ok(self.finish(name, aliases, 1)),
+            Schema::Array(array) => Ok(1 + self.height(&array.items, level + 1)?),
+            Schema::Map(map) => Ok(1 + self.height(&map.types, level + 1)?),
+            Schema::Union(union) => {
+                let mut below = 0;
+                for variant in union.variants() {
+                    below = below.max(self.height(variant, level + 1)?);
+                }
+                Ok(1 + below)
+            }
+            Schema::Record(RecordSchema {
+                name,
+                aliases,
+                fields,
+                ..
+            }) => {
+                let opened = self.open.len();
+                self.open.extend(names(name, aliases));
+                let mut below = 0;
+                for field in fields {
+                    below = below.max(self.height(&field.schema, level + 1)?);
+                }
+                self.open.truncate(opened);
+                Ok(self.finish(name, aliases, 1 + below))
+            }
+            Schema::Ref { name } => {
+                if self.open.contains(name) {
+                    return Err(SchemaRefusal::Recursive {
+                        name: name.fullname(None),
+                    });
+                }
+                let Some(&height) = self.done.get(name) else {
+                    return Err(SchemaRefusal::UnknownReference {
+                        name: name.fullname(None),
+                    });
+                };
+                // Decoding goes through the reference into the named type.
+                if level + height > MAX_SCHEMA_DEPTH {
+                    return Err(SchemaRefusal::TooDeep {
+                        limit: MAX_SCHEMA_DEPTH,
+                    });
+                }
+                Ok(1 + height)
+            }
+        }
+    }
+
+    /// Records a named type walked to its end; returns its height.
+    fn finish(&mut self, name: &Name, aliases: &Aliases, height: usize) -> usize {
+        for name in names(name, aliases) {
+            self.done.insert(name, height);
+        }
+        height
+    }
+}
+
+/// A named type's full name and the full names of its aliases (in its namespace).
+fn names<'a>(name: &'a Name, aliases: &'a Aliases) -> impl Iterator<Item = Name> + 'a {
+    let namespace = name.namespace();
+    std::iter::once(name.clone()).chain(
+        aliases
+            .iter()
+            .flatten()
+            .map(move |alias| alias.fully_qualified_name(namespace).into_owned()),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn checked(json: &str) -> Result<(), SchemaRefusal> {
+        depth(json).map(drop)
+    }
+
+    fn depth(json: &str) -> Result<usize, SchemaRefusal> {
+        check(&Schema::parse_str(json).expect("a valid Avro schema"))
+    }
+
+    fn recursive(name: &str) -> Result<(), SchemaRefusal> {
+        Err(SchemaRefusal::Recursive {
+            name: name.to_owned(),
+        })
+    }
+
+    #[test]
+    fn a_record_that_refers_to_itself_is_recursive() {
+        let node = r#"{"type":"record","name":"Node",
+            "fields":[{"name":"next","type":["null","Node"]}]}"#;
+        assert_eq!(checked(node), recursive("Node"));
+        let list = r#"{"type":"record","name":"Tree","namespace":"dev.hookline",
+            "fields":[{"name":"children","type":{"type":"array","items":"Tree"}}]}"#;
+        assert_eq!(checked(list), recursive("dev.hookline.Tree"));
+        let map = r#"{"type":"record","name":"Tree",
+            "fields":[{"name":"children","type":{"type":"map","values":"Tree"}}]}"#;
+        assert_eq!(checked(map), recursive("Tree"));
+    }
+
+    #[test]
+    fn a_record_that_refers_to_itself_through_others_is_recursive() {
+        let indirect = r#"{"type":"record","name":"A","namespace":"n","fields":[
+            {"name":"b","type":{"type":"record","name":"B","fields":[
+                {"name":"c","type":["null",{"type":"record","name":"C","fields":[
+                    {"name":"a","type":["null","A"]}]}]}]}}]}"#;
+        assert_eq!(checked(indirect), recursive("n.A"));
+        // The inner record refers to itself, not to the outer one.
+        let inner = r#"{"type":"record","name":"Outer","fields":[
+            {"name":"x","type":"int"},
+            {"name":"list","type":{"type":"record","name":"Cell","namespace":"other",
+                "fields":[{"name":"tail","type":["null","Cell"]}]}}]}"#;
+        assert_eq!(checked(inner), recursive("other.Cell"));
+        // Through an alias of the enclosing record.
+        let alias = r#"{"type":"record","name":"Node","aliases":["Link"],
+            "fields":[{"name":"next","type":["null","Link"]}]}"#;
+        assert_eq!(checked(alias), recursive("Node"));
+    }
+
+    #[test]
+    fn a_named_type_used_twice_is_not_recursive() {
+        let fixed = r#"{"type":"record","name":"Pair","fields":[
+            {"name":"a","type":{"type":"fixed","name":"Id","size":16}},
+            {"name":"b","type":"Id"},
+            {"name":"c","type":["null","Id"]}]}"#;
+        assert_eq!(checked(fixed), Ok(()));
+        let record = r#"{"type":"record","name":"Line","namespace":"geo","fields":[
+            {"name":"from","type":{"type":"record","name":"Point",
+                "fields":[{"name":"x","type":"long"},{"name":"y","type":"long"}]}},
+            {"name":"to","type":"Point"},
+            {"name":"via","type":{"type":"array","items":"geo.Point"}},
+            {"name":"kind","type":{"type":"enum","name":"Kind","symbols":["A","B"]}},
+            {"name":"kinds","type":{"type":"map","values":"Kind"}}]}"#;
+        assert_eq!(checked(record), Ok(()));
+        // A record that holds another record of the same shape but another name.
+        let nested = r#"{"type":"record","name":"Outer","fields":[
+            {"name":"inner","type":{"type":"record","name":"Inner",
+                "fields":[{"name":"v","type":"string"}]}},
+            {"name":"again","type":["null","Inner"]}]}"#;
+        assert_eq!(checked(nested), Ok(()));
+    }
+
+    #[test]
+    fn hookline_schemas_pass() {
+        for schema in [
+            include_str!("../../../../schemas/webhook_event.v1.avsc"),
+            include_str!("../../../../schemas/dlq_envelope.v1.avsc"),
+            include_str!("../../../../schemas/dlq_envelope.v2.avsc"),
+        ] {
+            let depth = depth(schema).expect("accepted");
+            assert!(depth <= 7, "{depth} levels");
+        }
+    }
+
+    /// `n` nested arrays of longs: `n + 1` levels.
+    fn nested_arrays(n: usize) -> String {
+        let mut json = r#""long""#.to_owned();
+        for _ in 0..n {
+            json = format!(r#"{{"type":"array","items":{json}}}"#);
+        }
+        json
+    }
+
+    #[test]
+    fn nesting_is_limited() {
+        assert_eq!(checked(&nested_arrays(MAX_SCHEMA_DEPTH - 1)), Ok(()));
+        assert_eq!(
+            checked(&nested_arrays(MAX_SCHEMA_DEPTH)),
+            Err(SchemaRefusal::TooDeep {
+                limit: MAX_SCHEMA_DEPTH
+            })
+        );
+    }
+
+    /// A chain of records, each defined inline and referring to the previous one by name:
+    /// shallow as JSON, about `2 * n` levels deep to decode.
+    fn reference_chain(n: usize) -> String {
+        let mut fields = vec![
+            r#"{"name":"f0","type":{"type":"record","name":"R0","fields":[{"name":"v","type":"int"}]}}"#
+                .to_owned(),
+        ];
+        for i in 1..=n {
+            fields.push(format!(
+                r#"{{"name":"f{i}","type":{{"type":"record","name":"R{i}","fields":[{{"name":"prev","type":"R{}"}}]}}}}"#,
+                i - 1
+            ));
+        }
+        format!(
+            r#"{{"type":"record","name":"Top","fields":[{}]}}"#,
+            fields.join(",")
+        )
+    }
+
+    #[test]
+    fn a_long_chain_of_references_is_too_deep() {
+        assert_eq!(checked(&reference_chain(5)), Ok(()));
+        assert_eq!(
+            checked(&reference_chain(5_000)),
+            Err(SchemaRefusal::TooDeep {
+                limit: MAX_SCHEMA_DEPTH
+            })
+        );
+    }
+
+    #[test]
+    fn many_references_to_one_type_are_walked_once() {
+        // Each type refers to the one before it eight times: 8^14 paths from the top through
+        // 31 levels, walked once each.
+        let mut fields =
+            vec![r#"{"name":"l0","type":{"type":"record","name":"L0","fields":[]}}"#.to_owned()];
+        for i in 1..=14 {
+            let refs: Vec<String> = (0..8)
+                .map(|k| format!(r#"{{"name":"r{k}","type":"L{}"}}"#, i - 1))
+                .collect();
+            fields.push(format!(
+                r#"{{"name":"l{i}","type":["null",{{"type":"record","name":"L{i}","fields":[{}]}}]}}"#,
+                refs.join(",")
+            ));
+        }
+        let json = format!(
+            r#"{{"type":"record","name":"Top","fields":[{}]}}"#,
+            fields.join(",")
+        );
+        assert_eq!(depth(&json), Ok(31));
+    }
+}
