@@ -9,6 +9,9 @@ use std::num::ParseIntError;
 pub const ATTEMPT: &str = "hookline-attempt";
 /// When the next attempt is due, epoch milliseconds.
 pub const DUE_AT: &str = "hookline-due-at";
+/// When the next attempt may start, epoch milliseconds, when that is later than
+/// `hookline-due-at` (a wait longer than the largest tier, taken in hops).
+pub const RETRY_AT: &str = "hookline-retry-at";
 /// Topic of the original record.
 pub const ORIGINAL_TOPIC: &str = "hookline-original-topic";
 /// Partition of the original record.
@@ -34,9 +37,10 @@ pub fn is_hookline_header(name: &str) -> bool {
 }
 
 /// The headers that carry a delivery's retry state ([`DeliveryMeta`]).
-pub const DELIVERY_HEADERS: [&str; 7] = [
+pub const DELIVERY_HEADERS: [&str; 8] = [
     ATTEMPT,
     DUE_AT,
+    RETRY_AT,
     ORIGINAL_TOPIC,
     ORIGINAL_PARTITION,
     ORIGINAL_OFFSET,
@@ -57,6 +61,8 @@ pub struct DeliveryMeta {
     pub attempt: u32,
     /// When the next attempt is due, epoch milliseconds.
     pub due_at_ms: Option<i64>,
+    /// When the next attempt may start, when later than `due_at_ms` (the tier hops again).
+    pub retry_at_ms: Option<i64>,
     /// Topic of the original record.
     pub original_topic: String,
     /// Partition of the original record.
@@ -110,6 +116,7 @@ pub enum HeaderError {
 struct Seen<'a> {
     attempt: Option<Option<&'a [u8]>>,
     due_at: Option<Option<&'a [u8]>>,
+    retry_at: Option<Option<&'a [u8]>>,
     topic: Option<Option<&'a [u8]>>,
     partition: Option<Option<&'a [u8]>>,
     offset: Option<Option<&'a [u8]>>,
@@ -123,6 +130,7 @@ impl DeliveryMeta {
         DeliveryMeta {
             attempt: 0,
             due_at_ms: None,
+            retry_at_ms: None,
             original_topic: original_topic.into(),
             original_partition: partition,
             original_offset: offset,
@@ -143,6 +151,7 @@ impl DeliveryMeta {
             let slot = match name {
                 ATTEMPT => &mut seen.attempt,
                 DUE_AT => &mut seen.due_at,
+                RETRY_AT => &mut seen.retry_at,
                 ORIGINAL_TOPIC => &mut seen.topic,
                 ORIGINAL_PARTITION => &mut seen.partition,
                 ORIGINAL_OFFSET => &mut seen.offset,
@@ -159,6 +168,7 @@ impl DeliveryMeta {
         Ok(Some(DeliveryMeta {
             attempt: number(ATTEMPT, required(ATTEMPT, seen.attempt)?)?,
             due_at_ms: optional(DUE_AT, seen.due_at)?,
+            retry_at_ms: optional(RETRY_AT, seen.retry_at)?,
             original_topic: text(ORIGINAL_TOPIC, required(ORIGINAL_TOPIC, seen.topic)?)?.to_owned(),
             original_partition: number(
                 ORIGINAL_PARTITION,
@@ -179,6 +189,9 @@ impl DeliveryMeta {
         let mut out = vec![(ATTEMPT, self.attempt.to_string().into_bytes())];
         if let Some(due) = self.due_at_ms {
             out.push((DUE_AT, due.to_string().into_bytes()));
+        }
+        if let Some(retry_at) = self.retry_at_ms {
+            out.push((RETRY_AT, retry_at.to_string().into_bytes()));
         }
         out.push((ORIGINAL_TOPIC, self.original_topic.clone().into_bytes()));
         out.push((
@@ -240,6 +253,7 @@ mod tests {
         DeliveryMeta {
             attempt: 3,
             due_at_ms: Some(1_700_000_005_000),
+            retry_at_ms: Some(1_700_000_009_000),
             original_topic: "webhook-events".into(),
             original_partition: 4,
             original_offset: 99,

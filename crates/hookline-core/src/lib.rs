@@ -7,6 +7,7 @@ mod http_field;
 
 pub mod breaker;
 pub mod classify;
+pub mod decision;
 pub mod endpoint;
 pub mod envelope;
 pub mod event;
