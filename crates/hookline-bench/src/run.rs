@@ -200,6 +200,9 @@ events = "{events}"
 endpoints = "{endpoints}"
 retry_tiers = ["{tier}"]
 
+[retry]
+cap_ms = {cap_ms}
+
 [concurrency]
 per_endpoint = {concurrency}
 max_pending = {pending}
@@ -217,6 +220,8 @@ listen = "127.0.0.1:{admin}"
             events = topics.events,
             endpoints = topics.endpoints,
             tier = fixture::RETRY_TIER,
+            cap_ms = hookline_core::policy::parse_suffix(fixture::RETRY_TIER)
+                .map_or(1_000, |delay| delay.as_millis()),
             concurrency = self.args.concurrency,
             pending = HOOKLINE_MAX_PENDING,
         )

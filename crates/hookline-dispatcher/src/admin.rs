@@ -1,9 +1,11 @@
-//! The admin port: `/healthz` (the process runs), `/readyz` (endpoints loaded and the consumer
-//! assigned), `/metrics` (Prometheus).
+//! The admin port: `/healthz` (the process runs), `/readyz` (endpoints loaded, the consumer
+//! assigned, and fetching without repeated errors), `/metrics` (Prometheus).
 
+use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::State;
@@ -19,9 +21,44 @@ use crate::metrics::Metrics;
 pub struct Readiness {
     endpoints_loaded: AtomicBool,
     consuming: AtomicBool,
+    /// Since when every fetch has ended in an error (none since the last good record).
+    failing_since: Mutex<Option<Instant>>,
 }
 
+/// How long the consumer may keep failing, with no good record in between, before
+/// `/readyz` says so.
+pub const FAILING_FETCH_GRACE: Duration = Duration::from_secs(30);
+
 impl Readiness {
+    pub(crate) fn fetched(&self) {
+        *self.lock_failing() = None;
+    }
+
+    pub(crate) fn consumer_error(&self) {
+        self.lock_failing().get_or_insert_with(Instant::now);
+    }
+
+    fn lock_failing(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
+        self.failing_since
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Why the dispatcher is not ready, if it is not.
+    pub fn not_ready_because(&self) -> Option<&'static str> {
+        if !self.endpoints_loaded.load(Ordering::Acquire) {
+            return Some("endpoints not loaded");
+        }
+        if !self.consuming.load(Ordering::Acquire) {
+            return Some("no partitions assigned");
+        }
+        let failing = *self.lock_failing();
+        if failing.is_some_and(|since| since.elapsed() > FAILING_FETCH_GRACE) {
+            return Some("the consumer keeps failing to fetch (see webhook_consumer_errors_total)");
+        }
+        None
+    }
+
     pub(crate) fn set_endpoints_loaded(&self) {
         self.endpoints_loaded.store(true, Ordering::Release);
     }
@@ -32,7 +69,7 @@ impl Readiness {
 
     /// Whether the dispatcher is delivering.
     pub fn is_ready(&self) -> bool {
-        self.endpoints_loaded.load(Ordering::Acquire) && self.consuming.load(Ordering::Acquire)
+        self.not_ready_because().is_none()
     }
 }
 
@@ -42,13 +79,14 @@ struct AdminState {
     readiness: Arc<Readiness>,
 }
 
-/// Binds the admin port and serves it until `shutdown`; returns the bound address.
+/// Binds the admin port; returns the bound address and the server, which runs until
+/// `shutdown`.
 pub(crate) async fn serve(
     listen: SocketAddr,
     metrics: Metrics,
     readiness: Arc<Readiness>,
     shutdown: CancellationToken,
-) -> std::io::Result<SocketAddr> {
+) -> std::io::Result<(SocketAddr, impl Future<Output = ()> + Send + 'static)> {
     let listener = TcpListener::bind(listen).await?;
     let bound = listener.local_addr()?;
     let app = Router::new()
@@ -56,22 +94,24 @@ pub(crate) async fn serve(
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
         .with_state(AdminState { metrics, readiness });
-    tokio::spawn(async move {
+    let server = async move {
         let served = axum::serve(listener, app)
             .with_graceful_shutdown(async move { shutdown.cancelled().await })
             .await;
         if let Err(error) = served {
             tracing::warn!(%error, "admin server stopped");
         }
-    });
-    Ok(bound)
+    };
+    Ok((bound, server))
 }
 
-async fn readyz(State(state): State<AdminState>) -> (StatusCode, &'static str) {
-    if state.readiness.is_ready() {
-        (StatusCode::OK, "ready\n")
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
+async fn readyz(State(state): State<AdminState>) -> (StatusCode, String) {
+    match state.readiness.not_ready_because() {
+        None => (StatusCode::OK, "ready\n".to_owned()),
+        Some(why) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: {why}\n"),
+        ),
     }
 }
 

@@ -2,20 +2,16 @@
 //! units in names, unknown fields refused), loaded in layers (defaults, a TOML file,
 //! `HOOKLINE_*` environment variables) and converted once into validated [`Settings`].
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
-use hookline_core::classify::{ClassifyConfig, StatusConfig};
-use hookline_core::policy::{PolicyError, RetryConfig, RetryPolicy, RetryTiers, parse_suffix};
-use hookline_core::url_guard::AddressPolicy;
+use hookline_core::classify::StatusConfig;
+use hookline_core::policy::RetryConfig;
 use hookline_kafka::{Compatibility, KafkaSettings, RegistrySettings};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{DispatchError, Result};
-use crate::ledger::LedgerSettings;
 
 /// The dispatcher configuration file (TOML). Every field has a default.
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -66,7 +62,7 @@ pub struct LedgerConfig {
     pub redis_url: Option<String>,
     /// How long a delivery is remembered, in seconds.
     pub ttl_s: u64,
-    /// Prepended to every key (`<prefix><endpoint id>:<event id>`).
+    /// Prepended to every key (`<prefix><length of the endpoint id>:<endpoint id>:<event id>`).
     pub key_prefix: String,
     /// The most one Redis command may take, in milliseconds; past it the delivery goes on
     /// without the ledger's help.
@@ -94,7 +90,9 @@ pub struct TopicsConfig {
 pub struct HttpConfig {
     /// Timeout of one attempt, in milliseconds (endpoints may override it).
     pub timeout_ms: u64,
-    /// Largest payload delivered, in bytes; a larger event goes to the DLQ.
+    /// Largest payload delivered, in bytes; a larger event goes to the DLQ. At most the
+    /// producer's `message.max.bytes` (librdkafka's default 1000000) less 64 KiB, so that
+    /// every retry copy and DLQ envelope of a deliverable event can be written.
     pub max_payload_bytes: usize,
     /// Most response bytes read; the rest is dropped.
     pub max_response_bytes: usize,
@@ -115,19 +113,36 @@ pub struct ConcurrencyConfig {
     /// Records that may wait for (or run) one endpoint's attempts at once: its share of
     /// `max_pending`, so that a slow endpoint cannot take them all.
     pub per_endpoint_queue: usize,
-    /// How long a record waits for a place in its endpoint's queue, in milliseconds, before
-    /// it is deferred to a retry tier (the endpoint is slow: others must not wait for it).
+    /// How long a record waits for a place in its endpoint's queue, for its endpoint's
+    /// permits and rate limit, and for a global permit, in milliseconds, before it is
+    /// deferred to a retry tier without an attempt (others must not wait for it).
     pub queue_wait_ms: u64,
+    /// Most records between a partition's committed offset and the newest record taken
+    /// from it: past it the partition pauses until the commit moves on. A crash or a
+    /// rebalance re-delivers at most this many records per partition.
+    pub max_uncommitted_per_partition: u64,
+    /// How long one record may hold its partition's commit position, in milliseconds,
+    /// before it is moved to a tier (a record of a strict-ordering endpoint is not moved).
+    pub max_hold_ms: u64,
 }
 
-/// The per-endpoint circuit breaker.
+/// The per-endpoint circuit breaker: it opens when the share of failed attempts (timeouts,
+/// connection errors, 408, 429, 5xx) over a sliding window reaches a rate, sends the
+/// endpoint's records to a tier while open (no attempt spent), then admits a few probes whose
+/// failure rate closes or reopens it. An endpoint that fails half its requests keeps flowing.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct BreakerConfig {
-    /// Consecutive retryable failures that open it; 0 disables it.
-    pub failure_threshold: u32,
-    /// How long it stays open before a probe, in milliseconds.
+    /// Percentage of failed attempts over the window that opens it, 1 to 100.
+    pub failure_rate_percent: u8,
+    /// Attempts the window must hold before it may open; 0 disables the breaker.
+    pub minimum_requests: u32,
+    /// Length of the sliding window, in milliseconds.
+    pub window_ms: u64,
+    /// How long it stays open before probes, in milliseconds.
     pub open_ms: u64,
+    /// Probes admitted when half-open, at least 1.
+    pub half_open_probes: u32,
 }
 
 /// Outbound address policy (SSRF guard). Public addresses are always allowed.
@@ -199,7 +214,7 @@ impl Default for HttpConfig {
     fn default() -> Self {
         HttpConfig {
             timeout_ms: 10_000,
-            max_payload_bytes: 1024 * 1024,
+            max_payload_bytes: 900_000,
             max_response_bytes: 64 * 1024,
             user_agent: format!("hookline/{}", env!("CARGO_PKG_VERSION")),
         }
@@ -214,6 +229,8 @@ impl Default for ConcurrencyConfig {
             per_endpoint: 16,
             per_endpoint_queue: 256,
             queue_wait_ms: 1_000,
+            max_uncommitted_per_partition: 5_000,
+            max_hold_ms: 60_000,
         }
     }
 }
@@ -221,8 +238,11 @@ impl Default for ConcurrencyConfig {
 impl Default for BreakerConfig {
     fn default() -> Self {
         BreakerConfig {
-            failure_threshold: 10,
+            failure_rate_percent: 80,
+            minimum_requests: 20,
+            window_ms: 30_000,
             open_ms: 30_000,
+            half_open_probes: 3,
         }
     }
 }
@@ -283,231 +303,12 @@ impl DispatcherConfig {
             .extract()
             .map_err(|error| DispatchError::ConfigSource(Box::new(error)))
     }
-
-    /// Validates every field and converts durations and policies, naming the field at fault.
-    pub fn into_settings(self) -> Result<Settings> {
-        let retry = self
-            .retry
-            .to_policy_at("retry")
-            .map_err(|error| match error {
-                PolicyError::Invalid { field, reason } => DispatchError::config(&field, reason),
-                other => DispatchError::config("retry", other.to_string()),
-            })?;
-        let classify = self.status.to_classify_config("status").map_err(|error| {
-            let reason = format!("{} is not a {} status", error.status, error.expected);
-            DispatchError::config(&error.field, reason)
-        })?;
-        if self.topics.retry_tiers.is_empty() {
-            return Err(DispatchError::config(
-                "topics.retry_tiers",
-                "at least one tier is needed",
-            ));
-        }
-        let delays = self
-            .topics
-            .retry_tiers
-            .iter()
-            .map(|suffix| parse_suffix(suffix))
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|error| DispatchError::config("topics.retry_tiers", error.to_string()))?;
-        let tiers = RetryTiers::new(delays)
-            .map_err(|error| DispatchError::config("topics.retry_tiers", error.to_string()))?;
-        non_empty("topics.events", &self.topics.events)?;
-        non_empty("group_id", &self.group_id)?;
-        non_empty("kafka.bootstrap_servers", &self.kafka.bootstrap_servers)?;
-        if !(self.registry.url.starts_with("http://") || self.registry.url.starts_with("https://"))
-        {
-            return Err(DispatchError::config(
-                "registry.url",
-                "must be an http(s) URL",
-            ));
-        }
-        positive("http.timeout_ms", self.http.timeout_ms)?;
-        positive(
-            "concurrency.max_in_flight",
-            self.concurrency.max_in_flight as u64,
-        )?;
-        positive(
-            "concurrency.max_pending",
-            self.concurrency.max_pending as u64,
-        )?;
-        positive(
-            "concurrency.per_endpoint",
-            u64::from(self.concurrency.per_endpoint),
-        )?;
-        positive("http.max_payload_bytes", self.http.max_payload_bytes as u64)?;
-        let admin_listen = if self.admin.listen.is_empty() {
-            None
-        } else {
-            Some(self.admin.listen.parse::<SocketAddr>().map_err(|error| {
-                DispatchError::config("admin.listen", format!("{:?}: {error}", self.admin.listen))
-            })?)
-        };
-        let dlq_topic = self
-            .topics
-            .dlq
-            .clone()
-            .unwrap_or_else(|| format!("{}.dlq", self.topics.events));
-        let address_policy = AddressPolicy {
-            allow_loopback: self.outbound.allow_loopback,
-            allow_private: self.outbound.allow_private,
-            allow_link_local: self.outbound.allow_link_local,
-            ..AddressPolicy::default()
-        };
-        let dispatcher_id = self
-            .dispatcher_id
-            .clone()
-            .unwrap_or_else(default_dispatcher_id);
-        let ledger = self.ledger.to_settings()?;
-        Ok(Settings {
-            endpoints_topic: (!self.topics.endpoints.is_empty())
-                .then(|| self.topics.endpoints.clone()),
-            events_topic: self.topics.events,
-            dlq_topic,
-            endpoints_file: self.endpoints_file,
-            kafka: self.kafka,
-            registry: self.registry,
-            group_id: self.group_id,
-            dispatcher_id,
-            tiers,
-            retry,
-            classify,
-            address_policy,
-            timeout: Duration::from_millis(self.http.timeout_ms),
-            max_payload_bytes: self.http.max_payload_bytes,
-            max_response_bytes: self.http.max_response_bytes,
-            user_agent: self.http.user_agent,
-            max_in_flight: self.concurrency.max_in_flight,
-            max_pending: self.concurrency.max_pending,
-            per_endpoint_concurrency: self.concurrency.per_endpoint,
-            per_endpoint_queue: self.concurrency.per_endpoint_queue,
-            queue_wait: Duration::from_millis(self.concurrency.queue_wait_ms),
-            breaker_failures: self.breaker.failure_threshold,
-            breaker_open_for: Duration::from_millis(self.breaker.open_ms),
-            admin_listen,
-            shutdown_grace: Duration::from_millis(self.shutdown_grace_ms),
-            dlq_compatibility: self.dlq_compatibility,
-            ledger,
-        })
-    }
-}
-
-impl LedgerConfig {
-    /// `None` without a URL; otherwise validated settings (the URL is parsed, not dialled).
-    fn to_settings(&self) -> Result<Option<LedgerSettings>> {
-        let Some(url) = self
-            .redis_url
-            .as_deref()
-            .map(str::trim)
-            .filter(|url| !url.is_empty())
-        else {
-            return Ok(None);
-        };
-        positive("ledger.ttl_s", self.ttl_s)?;
-        positive("ledger.timeout_ms", self.timeout_ms)?;
-        let settings = LedgerSettings {
-            redis_url: url.to_owned(),
-            ttl: Duration::from_secs(self.ttl_s),
-            key_prefix: self.key_prefix.clone(),
-            timeout: Duration::from_millis(self.timeout_ms),
-        };
-        settings
-            .client()
-            .map_err(|error| DispatchError::config("ledger.redis_url", error.to_string()))?;
-        Ok(Some(settings))
-    }
-}
-
-fn non_empty(field: &str, value: &str) -> Result<()> {
-    if value.trim().is_empty() {
-        Err(DispatchError::config(field, "must not be empty"))
-    } else {
-        Ok(())
-    }
-}
-
-fn positive(field: &str, value: u64) -> Result<()> {
-    if value == 0 {
-        Err(DispatchError::config(field, "must be at least 1"))
-    } else {
-        Ok(())
-    }
-}
-
-fn default_dispatcher_id() -> String {
-    let host = std::env::var("HOSTNAME")
-        .ok()
-        .or_else(|| {
-            std::fs::read_to_string("/etc/hostname")
-                .ok()
-                .map(|h| h.trim().to_owned())
-        })
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "dispatcher".to_owned());
-    format!("{host}-{}", std::process::id())
-}
-
-/// Validated runtime settings of a dispatcher.
-#[derive(Clone, Debug)]
-pub struct Settings {
-    /// Kafka connection.
-    pub kafka: KafkaSettings,
-    /// Registry connection.
-    pub registry: RegistrySettings,
-    /// Consumer group.
-    pub group_id: String,
-    /// This replica's name.
-    pub dispatcher_id: String,
-    /// The main topic.
-    pub events_topic: String,
-    /// The DLQ topic.
-    pub dlq_topic: String,
-    /// The endpoints topic, if used.
-    pub endpoints_topic: Option<String>,
-    /// The endpoints file, if used.
-    pub endpoints_file: Option<PathBuf>,
-    /// The retry tiers.
-    pub tiers: RetryTiers,
-    /// The default retry policy.
-    pub retry: RetryPolicy,
-    /// Status classification.
-    pub classify: ClassifyConfig,
-    /// Outbound address policy.
-    pub address_policy: AddressPolicy,
-    /// Default attempt timeout.
-    pub timeout: Duration,
-    /// Largest payload delivered.
-    pub max_payload_bytes: usize,
-    /// Most response bytes read.
-    pub max_response_bytes: usize,
-    /// The User-Agent.
-    pub user_agent: String,
-    /// Global attempt concurrency.
-    pub max_in_flight: usize,
-    /// Unfinished records at most.
-    pub max_pending: usize,
-    /// Default per-endpoint concurrency.
-    pub per_endpoint_concurrency: u32,
-    /// Per-endpoint queue places.
-    pub per_endpoint_queue: usize,
-    /// How long a record waits for a queue place before deferral.
-    pub queue_wait: Duration,
-    /// Breaker threshold.
-    pub breaker_failures: u32,
-    /// Breaker open time.
-    pub breaker_open_for: Duration,
-    /// Admin address.
-    pub admin_listen: Option<SocketAddr>,
-    /// Shutdown and rebalance drain deadline.
-    pub shutdown_grace: Duration,
-    /// DLQ subject compatibility.
-    pub dlq_compatibility: Compatibility,
-    /// The delivery ledger, when configured.
-    pub ledger: Option<LedgerSettings>,
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]
@@ -551,6 +352,35 @@ mod tests {
         config.retry.base_ms = 0;
         let error = config.into_settings().expect_err("bad base").to_string();
         assert!(error.contains("retry.base_ms"), "{error}");
+
+        let mut config = DispatcherConfig::default();
+        config.topics.retry_tiers = vec!["5s".to_owned(), "1m".to_owned()];
+        let error = config
+            .into_settings()
+            .expect_err("cap above tiers")
+            .to_string();
+        assert!(error.contains("retry.cap_ms"), "{error}");
+
+        let mut config = DispatcherConfig::default();
+        config.http.max_payload_bytes = 1024 * 1024;
+        let error = config
+            .into_settings()
+            .expect_err("over the producer")
+            .to_string();
+        assert!(error.contains("http.max_payload_bytes"), "{error}");
+
+        let mut config = DispatcherConfig::default();
+        config.concurrency.per_endpoint_queue = config.concurrency.max_pending;
+        let error = config
+            .into_settings()
+            .expect_err("one endpoint")
+            .to_string();
+        assert!(error.contains("concurrency.per_endpoint_queue"), "{error}");
+
+        let mut config = DispatcherConfig::default();
+        config.breaker.failure_rate_percent = 0;
+        let error = config.into_settings().expect_err("no rate").to_string();
+        assert!(error.contains("breaker.failure_rate_percent"), "{error}");
 
         let mut config = DispatcherConfig::default();
         config.admin.listen = "nowhere".to_owned();

@@ -1,5 +1,8 @@
 //! The consumer's rebalance hooks: before partitions are taken away, their in-flight
-//! deliveries drain (within a deadline) and the finished offsets are committed.
+//! deliveries drain (within a deadline; what did not drain is cancelled) and the finished
+//! offsets are committed; partitions handed (back) to this consumer are resumed, as
+//! librdkafka keeps an application's pause across a revoke and a new assign
+//! (confluentinc/librdkafka#1849) while hookline forgot it on revoke.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,7 +47,8 @@ impl ConsumerContext for DispatchContext {
                 if !drained {
                     tracing::warn!(
                         partitions = keys.len(),
-                        "revoked partitions still had deliveries running; they will be delivered again"
+                        "revoked partitions still had deliveries running; they are cancelled \
+                         and delivered again by the new owner"
                     );
                 }
                 commit(consumer);
@@ -56,8 +60,19 @@ impl ConsumerContext for DispatchContext {
         }
     }
 
-    fn post_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+    fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         if let Rebalance::Assign(list) = rebalance {
+            // Nothing of ours is paused on a partition just assigned: clear any pause
+            // librdkafka kept from an earlier assignment.
+            if let Err(error) = consumer.resume(list) {
+                tracing::warn!(%error, "resuming assigned partitions failed");
+            }
+            let keys: Vec<PartitionKey> = list
+                .elements()
+                .iter()
+                .map(|element| (element.topic().to_owned(), element.partition()))
+                .collect();
+            self.shared.forget(&keys);
             tracing::info!(partitions = list.count(), "partitions assigned");
             self.shared.readiness.set_consuming(true);
         }

@@ -1,6 +1,6 @@
 //! Starting a dispatcher: reach the delivery ledger (when configured), register the DLQ
 //! schema, check the topics, load the endpoints, open the admin port, then hand over to the
-//! poll loop.
+//! poll loop. Every task it starts is tracked and awaited when it stops.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -13,18 +13,18 @@ use rdkafka::consumer::Consumer;
 use rdkafka::producer::FutureProducer;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::admin::{self, Readiness};
-use crate::config::Settings;
 use crate::context::DispatchContext;
-use crate::deliver::HttpSender;
+use crate::delivery::{Ctx, Writer};
 use crate::endpoints::{EndpointDefaults, EndpointTable, follow_topic, load_file};
 use crate::error::{DispatchError, Result};
+use crate::http::HttpSender;
 use crate::ledger::Ledger;
 use crate::metrics::Metrics;
-use crate::poll::{DispatchConsumer, run_loop, spawn_lag_gauge};
-use crate::process::Ctx;
-use crate::route::Router;
+use crate::poll::{DispatchConsumer, lag_gauge, run_loop};
+use crate::settings::Settings;
 use crate::shared::Shared;
 
 /// A started dispatcher.
@@ -33,6 +33,7 @@ pub struct Running {
     metrics: Metrics,
     readiness: Arc<Readiness>,
     task: tokio::task::JoinHandle<Result<()>>,
+    tracker: TaskTracker,
 }
 
 impl Running {
@@ -54,9 +55,15 @@ impl Running {
     /// Waits until the dispatcher has stopped (after `shutdown` was cancelled, or on a fatal
     /// error).
     pub async fn wait(self) -> Result<()> {
-        self.task
+        let stopped = self
+            .task
             .await
-            .map_err(|error| DispatchError::Internal(format!("dispatcher task failed: {error}")))?
+            .map_err(|error| DispatchError::Internal(format!("dispatcher task failed: {error}")))?;
+        // The poll loop is done; the endpoints follower, the admin port and the lag gauge end
+        // with the same shutdown token.
+        self.tracker.close();
+        self.tracker.wait().await;
+        stopped
     }
 }
 
@@ -66,6 +73,7 @@ impl Running {
 /// `shutdown` is cancelled, then drains in-flight deliveries, commits and stops.
 pub async fn start(settings: Settings, shutdown: CancellationToken) -> Result<Running> {
     let settings = Arc::new(settings);
+    let tracker = TaskTracker::new();
     let metrics = Metrics::new();
     let readiness = Arc::new(Readiness::default());
 
@@ -128,30 +136,43 @@ pub async fn start(settings: Settings, shutdown: CancellationToken) -> Result<Ru
 
     let endpoints = Arc::new(EndpointTable::new(EndpointDefaults {
         max_concurrency: settings.per_endpoint_concurrency,
+        // One endpoint may hold at most a quarter of the global attempts.
+        max_concurrency_share: u32::try_from(settings.max_in_flight / 4)
+            .unwrap_or(u32::MAX)
+            .max(1),
+        max_cap: settings
+            .tiers
+            .tiers()
+            .last()
+            .map_or(settings.retry.cap, |tier| tier.delay),
         timeout: settings.timeout,
         queue: settings.per_endpoint_queue,
         retry: settings.retry,
-        breaker_failures: settings.breaker_failures,
-        breaker_open_for: settings.breaker_open_for,
+        breaker: settings.breaker,
     }));
     if let Some(path) = &settings.endpoints_file {
         let count = load_file(path, &endpoints)?;
         tracing::info!(path = %path.display(), endpoints = count, "endpoints file loaded");
     }
     if let Some(topic) = &settings.endpoints_topic {
-        follow_topic(
+        let follower = follow_topic(
             &settings.kafka,
             topic,
             Arc::clone(&endpoints),
             shutdown.clone(),
         )
         .await?;
+        tracker.spawn(async move {
+            if let Err(error) = follower.await {
+                tracing::error!(%error, "the endpoints follower failed");
+            }
+        });
     }
     readiness.set_endpoints_loaded();
 
     let admin_addr = match settings.admin_listen {
-        Some(listen) => Some(
-            admin::serve(
+        Some(listen) => {
+            let (bound, server) = admin::serve(
                 listen,
                 metrics.clone(),
                 Arc::clone(&readiness),
@@ -161,8 +182,10 @@ pub async fn start(settings: Settings, shutdown: CancellationToken) -> Result<Ru
             .map_err(|source| DispatchError::Admin {
                 listen: listen.to_string(),
                 source,
-            })?,
-        ),
+            })?;
+            tracker.spawn(server);
+            Some(bound)
+        }
         None => None,
     };
 
@@ -179,22 +202,21 @@ pub async fn start(settings: Settings, shutdown: CancellationToken) -> Result<Ru
             settings.max_response_bytes,
         )
         .map_err(DispatchError::Http)?,
-        router: Router::new(
+        writer: Writer::new(
             producer,
-            Arc::clone(&registry),
             settings.dlq_topic.clone(),
-            abandon.clone(),
+            schema_id,
+            settings.max_message_bytes,
         ),
         ledger,
         registry,
         endpoints,
         metrics: metrics.clone(),
         global: Arc::new(Semaphore::new(settings.max_in_flight)),
-        abandon: abandon.clone(),
         settings: Arc::clone(&settings),
     });
 
-    let shared = Arc::new(Shared::new(Arc::clone(&readiness)));
+    let shared = Arc::new(Shared::new(Arc::clone(&readiness), abandon.clone()));
     let context = DispatchContext {
         shared: Arc::clone(&shared),
         drain_timeout: settings.shutdown_grace,
@@ -215,13 +237,18 @@ pub async fn start(settings: Settings, shutdown: CancellationToken) -> Result<Ru
         .map_err(|source| DispatchError::kafka("subscribing", source))?;
     tracing::info!(group = settings.group_id, topics = ?subscribed, dispatcher = settings.dispatcher_id, "dispatcher started");
 
-    spawn_lag_gauge(Arc::clone(&consumer), metrics.clone(), shutdown.clone());
-    let task = tokio::spawn(run_loop(consumer, shared, ctx, shutdown, abandon));
+    tracker.spawn(lag_gauge(
+        Arc::clone(&consumer),
+        metrics.clone(),
+        shutdown.clone(),
+    ));
+    let task = tracker.spawn(run_loop(consumer, shared, ctx, shutdown, abandon));
     Ok(Running {
         admin_addr,
         metrics,
         readiness,
         task,
+        tracker,
     })
 }
 

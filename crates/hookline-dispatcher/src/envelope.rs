@@ -120,6 +120,7 @@ mod tests {
                 ("traceparent".to_owned(), Some(b"00-abc".to_vec())),
                 ("hookline-attempt".to_owned(), Some(b"3".to_vec())),
             ],
+            bad_header_name: None,
         }
     }
 
@@ -127,6 +128,7 @@ mod tests {
         DeliveryMeta {
             attempt: 3,
             due_at_ms: None,
+            retry_at_ms: None,
             original_topic: "webhook-events".to_owned(),
             original_partition: 1,
             original_offset: 7,

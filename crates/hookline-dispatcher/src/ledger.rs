@@ -212,8 +212,11 @@ impl Ledger {
     }
 }
 
+/// `<prefix><length of the endpoint id>:<endpoint id>:<event id>`: the length makes the
+/// split unambiguous, so ids that contain `:` cannot make two deliveries share a key (one
+/// event suppressing another's delivery).
 fn key(prefix: &str, endpoint: &str, event_id: &str) -> String {
-    format!("{prefix}{endpoint}:{event_id}")
+    format!("{prefix}{}:{endpoint}:{event_id}", endpoint.len())
 }
 
 /// Runs a Redis call within `after`.
@@ -246,8 +249,15 @@ mod tests {
     fn keys_join_prefix_endpoint_and_event() {
         assert_eq!(
             key("hookline:delivered:", "ep-1", "evt-9"),
-            "hookline:delivered:ep-1:evt-9"
+            "hookline:delivered:4:ep-1:evt-9"
         );
+    }
+
+    #[test]
+    fn ids_with_colons_never_share_a_key() {
+        // Before: both were `p:a:b:c`, so delivering one suppressed the other.
+        assert_ne!(key("p:", "a:b", "c"), key("p:", "a", "b:c"));
+        assert_ne!(key("p:", "a", ":b"), key("p:", "a:", "b"));
     }
 
     #[test]

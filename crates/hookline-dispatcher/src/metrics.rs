@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use hookline_core::breaker::BreakerState;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -42,6 +43,17 @@ struct StateLabel {
     state: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DeferLabel {
+    tier: String,
+    why: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CodeLabel {
+    code: String,
+}
+
 /// The dispatcher's metrics, registered in one Prometheus registry.
 #[derive(Clone)]
 pub struct Metrics {
@@ -52,6 +64,13 @@ pub struct Metrics {
     dlq: Family<ReasonLabel, Counter>,
     transitions: Family<StateLabel, Counter>,
     ledger_errors: Family<OpLabel, Counter>,
+    deferrals: Family<DeferLabel, Counter>,
+    hops: Family<TierLabel, Counter>,
+    circuits: Family<StateLabel, Counter>,
+    consumer_errors: Family<CodeLabel, Counter>,
+    registry_waits: Counter,
+    dlq_refused: Counter,
+    paused: Family<StateLabel, Gauge>,
     latency: Histogram,
     in_flight: Gauge,
     lag: Gauge,
@@ -65,7 +84,7 @@ pub struct Totals {
     pub succeeded: u64,
     /// Copies not delivered because the ledger knew the endpoint had the event already.
     pub duplicates_suppressed: u64,
-    /// Records scheduled into each retry tier (by tier suffix), deferrals included.
+    /// Records scheduled into each retry tier (by tier suffix), deferrals included, hops not.
     pub retries_by_tier: BTreeMap<String, u64>,
     /// Records parked in the DLQ, by reason code.
     pub dlq_by_reason: BTreeMap<String, u64>,
@@ -87,6 +106,13 @@ impl Metrics {
         let dlq = Family::<ReasonLabel, Counter>::default();
         let transitions = Family::<StateLabel, Counter>::default();
         let ledger_errors = Family::<OpLabel, Counter>::default();
+        let deferrals = Family::<DeferLabel, Counter>::default();
+        let hops = Family::<TierLabel, Counter>::default();
+        let circuits = Family::<StateLabel, Counter>::default();
+        let consumer_errors = Family::<CodeLabel, Counter>::default();
+        let registry_waits = Counter::default();
+        let dlq_refused = Counter::default();
+        let paused = Family::<StateLabel, Gauge>::default();
         let latency = Histogram::new(exponential_buckets(0.005, 2.0, 14));
         let in_flight = Gauge::default();
         let lag = Gauge::default();
@@ -121,6 +147,41 @@ impl Metrics {
             ledger_errors.clone(),
         );
         registry.register(
+            "webhook_deferrals",
+            "Records put off to a tier without an attempt, by tier and cause",
+            deferrals.clone(),
+        );
+        registry.register(
+            "webhook_tier_hops",
+            "Tier records written again because their wait outlasts the tier",
+            hops.clone(),
+        );
+        registry.register(
+            "webhook_circuit_transitions",
+            "Endpoint circuit breaker changes, by the state entered",
+            circuits.clone(),
+        );
+        registry.register(
+            "webhook_consumer_errors",
+            "Errors the consumer reported while fetching, by error code",
+            consumer_errors.clone(),
+        );
+        registry.register(
+            "webhook_registry_waits",
+            "Waits for a schema registry that could not answer while decoding",
+            registry_waits.clone(),
+        );
+        registry.register(
+            "webhook_dlq_write_refused",
+            "DLQ writes refused by the topic even after cutting the envelope",
+            dlq_refused.clone(),
+        );
+        registry.register(
+            "webhook_paused_partitions",
+            "Partitions paused now, by cause (not_due, window_full, chain_full)",
+            paused.clone(),
+        );
+        registry.register(
             "webhook_delivery_latency_seconds",
             "Duration of one HTTP attempt",
             latency.clone(),
@@ -143,6 +204,13 @@ impl Metrics {
             dlq,
             transitions,
             ledger_errors,
+            deferrals,
+            hops,
+            circuits,
+            consumer_errors,
+            registry_waits,
+            dlq_refused,
+            paused,
             latency,
             in_flight,
             lag,
@@ -225,6 +293,47 @@ impl Metrics {
             .dlq_by_reason
             .entry(reason.to_owned())
             .or_default() += 1;
+    }
+
+    pub(crate) fn deferred(&self, tier: &str, why: &'static str) {
+        let label = DeferLabel {
+            tier: tier.to_owned(),
+            why,
+        };
+        self.deferrals.get_or_create(&label).inc();
+        self.retry_scheduled(tier);
+    }
+
+    pub(crate) fn hopped(&self, tier: &str) {
+        let label = TierLabel {
+            tier: tier.to_owned(),
+        };
+        self.hops.get_or_create(&label).inc();
+    }
+
+    pub(crate) fn breaker_changed(&self, endpoint: &str, state: BreakerState) {
+        let state = state.as_str();
+        self.circuits.get_or_create(&StateLabel { state }).inc();
+        tracing::warn!(endpoint, state, "endpoint circuit breaker changed");
+    }
+
+    pub(crate) fn consumer_error(&self, code: String) {
+        self.consumer_errors
+            .get_or_create(&CodeLabel { code })
+            .inc();
+    }
+
+    pub(crate) fn registry_wait(&self) {
+        self.registry_waits.inc();
+    }
+
+    pub(crate) fn dlq_write_refused(&self) {
+        self.dlq_refused.inc();
+    }
+
+    pub(crate) fn set_paused(&self, state: &'static str, count: usize) {
+        let value = i64::try_from(count).unwrap_or(i64::MAX);
+        self.paused.get_or_create(&StateLabel { state }).set(value);
     }
 
     pub(crate) fn set_in_flight(&self, value: usize) {

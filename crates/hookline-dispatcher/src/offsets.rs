@@ -1,7 +1,9 @@
 //! Which offsets may be committed: the highest contiguous finished offset per partition,
-//! whatever order deliveries finish in.
+//! whatever order deliveries finish in; and how far each partition's uncommitted window
+//! reaches, and since when its oldest record holds it.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
+use std::time::Instant;
 
 /// A topic and partition.
 pub type PartitionKey = (String, i32);
@@ -14,8 +16,8 @@ pub struct OffsetTracker {
 
 #[derive(Debug, Default)]
 struct PartitionOffsets {
-    /// Offsets started and not finished yet.
-    in_flight: BTreeSet<i64>,
+    /// Offsets started and not finished yet, with when they started.
+    in_flight: BTreeMap<i64, Instant>,
     /// One past the highest offset started (the next position when nothing is in flight).
     next: Option<i64>,
     /// The position last handed out for commit, so callers store only advances.
@@ -24,26 +26,26 @@ struct PartitionOffsets {
 
 impl OffsetTracker {
     /// Records that the delivery of `offset` started.
-    pub fn start(&mut self, key: &PartitionKey, offset: i64) {
+    pub fn start(&mut self, key: &PartitionKey, offset: i64, now: Instant) {
         let partition = self.partitions.entry(key.clone()).or_default();
-        partition.in_flight.insert(offset);
+        partition.in_flight.insert(offset, now);
         // The first offset seen is where this consumer started: nothing to commit below it.
         partition.committed.get_or_insert(offset);
-        partition.next = Some(
-            partition
-                .next
-                .map_or(offset + 1, |next| next.max(offset + 1)),
-        );
+        partition.next = Some(partition.next.map_or(offset.saturating_add(1), |next| {
+            next.max(offset.saturating_add(1))
+        }));
     }
 
     /// Records that the delivery of `offset` finished durably. Returns the new commit position
     /// (the next offset to consume) when it advanced.
     pub fn finish(&mut self, key: &PartitionKey, offset: i64) -> Option<i64> {
         let partition = self.partitions.get_mut(key)?;
-        if !partition.in_flight.remove(&offset) {
-            return None;
-        }
-        let position = partition.in_flight.first().copied().or(partition.next)?;
+        partition.in_flight.remove(&offset)?;
+        let position = partition
+            .in_flight
+            .first_key_value()
+            .map(|(offset, _)| *offset)
+            .or(partition.next)?;
         if partition
             .committed
             .is_some_and(|committed| committed >= position)
@@ -60,6 +62,30 @@ impl OffsetTracker {
         if let Some(partition) = self.partitions.get_mut(key) {
             partition.next = Some(partition.next.map_or(offset, |next| next.min(offset)));
         }
+    }
+
+    /// How many records lie between the commit position and `offset` (taking `offset` would
+    /// make the uncommitted window this long).
+    pub fn window(&self, key: &PartitionKey, offset: i64) -> i64 {
+        self.partitions
+            .get(key)
+            .and_then(|partition| partition.committed)
+            .map_or(0, |committed| offset.saturating_sub(committed))
+    }
+
+    /// The oldest record in flight in each partition, with when it started.
+    pub fn oldest(&self) -> impl Iterator<Item = (&PartitionKey, i64, Instant)> {
+        self.partitions.iter().filter_map(|(key, partition)| {
+            let (offset, started) = partition.in_flight.first_key_value()?;
+            Some((key, *offset, *started))
+        })
+    }
+
+    /// One past the highest offset taken (or the offset rewound to).
+    pub fn next(&self, key: &PartitionKey) -> Option<i64> {
+        self.partitions
+            .get(key)
+            .and_then(|partition| partition.next)
     }
 
     /// How many deliveries of this partition are still running.
@@ -95,7 +121,7 @@ mod tests {
     fn commits_only_the_contiguous_prefix() {
         let mut tracker = OffsetTracker::default();
         for offset in 10..15 {
-            tracker.start(&key(), offset);
+            tracker.start(&key(), offset, Instant::now());
         }
         assert_eq!(
             tracker.finish(&key(), 12),
@@ -116,8 +142,8 @@ mod tests {
     #[test]
     fn a_rewound_record_holds_the_position_back() {
         let mut tracker = OffsetTracker::default();
-        tracker.start(&key(), 0);
-        tracker.start(&key(), 1);
+        tracker.start(&key(), 0, Instant::now());
+        tracker.start(&key(), 1, Instant::now());
         // Offset 2 was fetched but not due: the partition is rewound to it.
         tracker.rewind(&key(), 2);
         assert_eq!(tracker.finish(&key(), 1), None);
@@ -126,17 +152,41 @@ mod tests {
             Some(2),
             "never past the record not yet due"
         );
-        tracker.start(&key(), 2);
+        tracker.start(&key(), 2, Instant::now());
         assert_eq!(tracker.finish(&key(), 2), Some(3));
     }
 
     #[test]
     fn finishes_of_unknown_or_forgotten_offsets_are_ignored() {
         let mut tracker = OffsetTracker::default();
-        tracker.start(&key(), 5);
+        tracker.start(&key(), 5, Instant::now());
         assert_eq!(tracker.finish(&key(), 4), None);
         tracker.forget(&key());
         assert_eq!(tracker.finish(&key(), 5), None);
         assert_eq!(tracker.total_in_flight(), 0);
+    }
+
+    #[test]
+    fn the_window_counts_from_the_commit_position_and_the_oldest_holds_it() {
+        let mut tracker = OffsetTracker::default();
+        let first = Instant::now();
+        tracker.start(&key(), 100, first);
+        for offset in 101..110 {
+            tracker.start(&key(), offset, Instant::now());
+        }
+        assert_eq!(tracker.window(&key(), 110), 10);
+        for offset in 101..110 {
+            assert_eq!(
+                tracker.finish(&key(), offset),
+                None,
+                "100 holds the position"
+            );
+        }
+        assert_eq!(tracker.window(&key(), 110), 10, "still held by 100");
+        let oldest: Vec<_> = tracker.oldest().map(|(_, o, at)| (o, at)).collect();
+        assert_eq!(oldest, [(100, first)]);
+        assert_eq!(tracker.finish(&key(), 100), Some(110));
+        assert_eq!(tracker.window(&key(), 110), 0);
+        assert_eq!(tracker.window(&("other".to_owned(), 0), 5), 0);
     }
 }

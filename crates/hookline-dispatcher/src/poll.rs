@@ -1,36 +1,36 @@
-//! The poll loop: hands records to bounded delivery tasks, pauses a retry partition whose
-//! head is not due yet, chains a strict-ordering endpoint's records, keeps the lag gauge
-//! current, and on shutdown stops fetching, drains within the grace period and commits.
+//! The poll loop: takes each record in (its headers read once), hands it to a bounded
+//! delivery task, and finishes its offset when the outcome is durable. It pauses a partition
+//! (rewound to the record, polling on for the others) while its head record is not due,
+//! while its uncommitted window is full, or while a strict-ordering endpoint's chain on it is
+//! full; and resumes it when that ends. Records that hold their partition's commit too long
+//! are told to move on to a tier. On shutdown it stops fetching, drains within the grace
+//! period and commits.
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::error::KafkaError;
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::{Semaphore, oneshot};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::context::{DispatchContext, commit};
+use crate::delivery::{self, Ctx, Delivery, Intake, now_ms};
 use crate::error::{DispatchError, Result};
 use crate::metrics::Metrics;
 use crate::offsets::PartitionKey;
-use crate::process::{Ctx, deliver};
 use crate::record::SourceRecord;
-use crate::shared::Shared;
+use crate::shared::{Pause, Shared};
 
 /// The dispatcher's consumer.
 pub(crate) type DispatchConsumer = StreamConsumer<DispatchContext>;
 
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
-/// Records due this close to now are handled rather than paused for.
-const DUE_SLACK_MS: i64 = 5;
+/// How often held records and capacity pauses are looked at.
+const TICK: Duration = Duration::from_millis(250);
 
 pub(crate) async fn run_loop(
     consumer: Arc<DispatchConsumer>,
@@ -42,7 +42,9 @@ pub(crate) async fn run_loop(
     let settings = Arc::clone(&ctx.settings);
     let pending = Arc::new(Semaphore::new(settings.max_pending));
     let mut tasks = JoinSet::new();
-    let mut chains = OrderChains::new();
+    let mut chains = Chains::default();
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let next_resume = shared.next_resume().map(tokio::time::Instant::from_std);
         tokio::select! {
@@ -54,50 +56,34 @@ pub(crate) async fn run_loop(
                 }
             }
             () = sleep_until(next_resume), if next_resume.is_some() => {
-                resume_due(&consumer, &shared);
+                resume_ready(&consumer, &shared, &chains, &ctx);
             }
-
+            () = shared.progress.notified(), if shared.has_capacity_pauses() => {
+                resume_ready(&consumer, &shared, &chains, &ctx);
+            }
+            _ = tick.tick() => {
+                let told = shared.move_on_older_than(settings.max_hold, Instant::now());
+                if told > 0 {
+                    tracing::info!(records = told, "records held their partition's commit too long; moving them to a tier");
+                }
+                chains.sweep();
+                resume_ready(&consumer, &shared, &chains, &ctx);
+            }
             message = consumer.recv(), if pending.available_permits() > 0 => {
                 let message = match message {
                     Ok(message) => message,
                     Err(error) => {
-                        tracing::warn!(%error, "consumer error");
+                        consumer_error(&ctx.metrics, &shared, &error);
                         continue;
                     }
                 };
+                shared.readiness.fetched();
                 let record = SourceRecord::from_message(&message);
                 drop(message);
-                let key = record.partition_key();
-                if shared.is_paused(&key) {
-                    // Fetched before the pause took effect; it is fetched again on resume.
+                let Some(spawn) = take(&consumer, &shared, &ctx, &mut chains, &pending, record) else {
                     continue;
-                }
-                if let Some(due_ms) = record.meta().ok().flatten().and_then(|meta| meta.due_at_ms) {
-                    let wait_ms = due_ms - now_ms();
-                    if wait_ms > DUE_SLACK_MS {
-                        let wait = Duration::from_millis(u64::try_from(wait_ms).unwrap_or(0));
-                        pause_until(&consumer, &shared, &record, Instant::now() + wait);
-                        continue;
-                    }
-                }
-                let Ok(permit) = Arc::clone(&pending).try_acquire_owned() else {
-                    return Err(DispatchError::Internal("pending permits ran out".to_owned()));
                 };
-                ctx.metrics.set_in_flight(shared.start(&key, record.offset));
-                let (after, done) = order_chain(&ctx, &record, &mut chains);
-                let (ctx, shared, consumer) = (Arc::clone(&ctx), Arc::clone(&shared), Arc::clone(&consumer));
-                tasks.spawn(async move {
-                    let _permit = permit;
-                    let _done = done;
-                    if let Some(previous) = after {
-                        // Ends when the previous record of the same strict endpoint is done
-                        // (its sender dropped), whatever its outcome.
-                        let _ = previous.await;
-                    }
-                    if deliver(&ctx, &record).await.is_ok() {
-                        ctx.metrics.set_in_flight(shared.finish(consumer.as_ref(), &key, record.offset));
-                    }
-                });
+                tasks.spawn(spawn.run(Arc::clone(&ctx), Arc::clone(&shared), Arc::clone(&consumer)));
             }
         }
     }
@@ -122,7 +108,6 @@ pub(crate) async fn run_loop(
             "grace period over; abandoning the rest (delivered again later)"
         );
         abandon.cancel();
-        tasks.abort_all();
         while tasks.join_next().await.is_some() {}
         shared.forget_all();
     }
@@ -138,33 +123,184 @@ pub(crate) async fn run_loop(
     Ok(())
 }
 
-/// The last record of each strict-ordering endpoint per partition: the next one waits for it.
-type OrderChains = HashMap<(PartitionKey, String), oneshot::Receiver<()>>;
+/// A record taken in, ready to run.
+struct Spawn {
+    delivery: Delivery,
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    link: Option<Link>,
+}
 
-/// For a record of a strict-ordering endpoint (its key names the endpoint): what to wait
-/// for before delivering it, and the sender whose drop lets the next one go.
-fn order_chain(
-    ctx: &Ctx,
-    record: &SourceRecord,
-    chains: &mut OrderChains,
-) -> (Option<oneshot::Receiver<()>>, Option<oneshot::Sender<()>>) {
-    let Some(endpoint_id) = record
-        .key
-        .as_deref()
-        .and_then(|key| std::str::from_utf8(key).ok())
-    else {
-        return (None, None);
-    };
-    let strict = ctx
-        .endpoints
-        .get(endpoint_id)
-        .is_some_and(|e| e.config.strict_ordering);
-    if !strict {
-        return (None, None);
+impl Spawn {
+    async fn run(self, ctx: Arc<Ctx>, shared: Arc<Shared>, consumer: Arc<DispatchConsumer>) {
+        let Spawn {
+            delivery,
+            permit,
+            link,
+        } = self;
+        let _permit = permit;
+        let _link_done = match link {
+            Some(mut link) => {
+                tokio::select! {
+                    () = delivery.cancel.cancelled() => return,
+                    () = link.previous() => {}
+                }
+                Some(link.done)
+            }
+            None => None,
+        };
+        let key = delivery.record.partition_key();
+        let offset = delivery.record.offset;
+        // Cancelled (revoked without draining, or shutdown's grace over): the delivery stops
+        // wherever it is and its offset stays uncommitted.
+        let finished = tokio::select! {
+            () = delivery.cancel.cancelled() => false,
+            outcome = delivery::run(&ctx, &delivery) => outcome.is_ok(),
+        };
+        if finished {
+            ctx.metrics
+                .set_in_flight(shared.finish(consumer.as_ref(), &key, offset));
+        }
     }
-    let (done, next) = oneshot::channel();
-    let previous = chains.insert((record.partition_key(), endpoint_id.to_owned()), next);
-    (previous, Some(done))
+}
+
+/// Takes one fetched record in: pauses its partition instead when it must wait, else makes
+/// the delivery that runs it.
+fn take(
+    consumer: &DispatchConsumer,
+    shared: &Shared,
+    ctx: &Ctx,
+    chains: &mut Chains,
+    pending: &Arc<Semaphore>,
+    record: SourceRecord,
+) -> Option<Spawn> {
+    let settings = &ctx.settings;
+    let key = record.partition_key();
+    if shared.is_paused(&key) {
+        // Fetched before the pause took effect; it is fetched again on resume.
+        return None;
+    }
+    let intake = delivery::intake(&record, &settings.events_topic, &settings.tiers, now_ms());
+    if let Intake::NotDue(until_ms) = intake {
+        let wait_ms = u64::try_from(until_ms.saturating_sub(now_ms())).unwrap_or(0);
+        let until = Instant::now() + Duration::from_millis(wait_ms);
+        pause(consumer, shared, &record, Pause::Until(until), &ctx.metrics);
+        return None;
+    }
+    if shared.window_full(&key, record.offset, settings.max_uncommitted) {
+        pause(consumer, shared, &record, Pause::WindowFull, &ctx.metrics);
+        return None;
+    }
+    let endpoint = record.key_str().and_then(|id| ctx.endpoints.get(id));
+    let strict = matches!(intake, Intake::Deliver(_))
+        && endpoint
+            .as_ref()
+            .is_some_and(|endpoint| endpoint.config.strict_ordering);
+    // A strict endpoint's records wait in their chain, bounded by the endpoint's queue, and
+    // hold no pending permit meanwhile: a dead strict endpoint cannot take the permits every
+    // other endpoint needs. When its chain is full, the partition pauses (keeping order).
+    let (link, permit) = match (&endpoint, strict) {
+        (Some(endpoint), true) => {
+            let Some(link) = chains.join(&key, &endpoint.id, settings.per_endpoint_queue) else {
+                let full = Pause::ChainFull(endpoint.id.clone());
+                pause(consumer, shared, &record, full, &ctx.metrics);
+                return None;
+            };
+            (Some(link), None)
+        }
+        _ => match Arc::clone(pending).try_acquire_owned() {
+            Ok(permit) => (None, Some(permit)),
+            Err(_) => {
+                // The select only polls with a permit free; a closed semaphore is a bug.
+                tracing::error!("no pending permit for a fetched record");
+                return None;
+            }
+        },
+    };
+    let (cancel, move_on, in_flight) = shared.start(&key, record.offset);
+    ctx.metrics.set_in_flight(in_flight);
+    Some(Spawn {
+        delivery: Delivery {
+            record,
+            intake,
+            cancel,
+            move_on,
+            endpoint,
+        },
+        permit,
+        link,
+    })
+}
+
+/// A place in a strict endpoint's chain on one partition: waits for the record before it,
+/// and lets the next one go when dropped (whatever the outcome).
+struct Link {
+    previous: Option<oneshot::Receiver<()>>,
+    done: LinkDone,
+}
+
+struct LinkDone {
+    _next: oneshot::Sender<()>,
+    length: Arc<AtomicUsize>,
+}
+
+impl Drop for LinkDone {
+    fn drop(&mut self) {
+        self.length.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Link {
+    async fn previous(&mut self) {
+        if let Some(previous) = self.previous.take() {
+            // Ends when the previous record is done: its sender dropped.
+            let _ = previous.await;
+        }
+    }
+}
+
+/// The last record of each strict-ordering endpoint per partition, and how many records
+/// the chain holds.
+#[derive(Default)]
+struct Chains(HashMap<(PartitionKey, String), (oneshot::Receiver<()>, Arc<AtomicUsize>)>);
+
+impl Chains {
+    /// Joins the chain of `endpoint` on `key`, unless it holds `capacity` records already.
+    fn join(&mut self, key: &PartitionKey, endpoint: &str, capacity: usize) -> Option<Link> {
+        let (done, next) = oneshot::channel();
+        let place = (key.clone(), endpoint.to_owned());
+        let length = self.0.get(&place).map_or_else(
+            || Arc::new(AtomicUsize::new(0)),
+            |(_, length)| Arc::clone(length),
+        );
+        if length.load(Ordering::Acquire) >= capacity.max(1) {
+            return None;
+        }
+        length.fetch_add(1, Ordering::AcqRel);
+        let previous = self
+            .0
+            .insert(place, (next, Arc::clone(&length)))
+            .map(|(previous, _)| previous);
+        Some(Link {
+            previous,
+            done: LinkDone {
+                _next: done,
+                length,
+            },
+        })
+    }
+
+    /// Whether the chain of `endpoint` on `key` has room (below half its capacity).
+    fn has_room(&self, key: &PartitionKey, endpoint: &str, capacity: usize) -> bool {
+        self.0
+            .get(&(key.clone(), endpoint.to_owned()))
+            .is_none_or(|(_, length)| length.load(Ordering::Acquire) <= capacity / 2)
+    }
+
+    /// Drops the chains that are empty.
+    fn sweep(&mut self) {
+        self.0
+            .retain(|_, (_, length)| length.load(Ordering::Acquire) > 0);
+    }
 }
 
 async fn sleep_until(at: Option<tokio::time::Instant>) {
@@ -174,14 +310,15 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
     }
 }
 
-/// Pauses the record's partition and rewinds it to the record, which is fetched again when
-/// it is due. The consumer keeps polling meanwhile (no sleep, no spin, no poll-interval
+/// Pauses the record's partition and rewinds it to the record, which is fetched again on
+/// resume. The consumer keeps polling meanwhile (no sleep, no spin, no poll-interval
 /// breach); other partitions flow.
-fn pause_until(
+fn pause(
     consumer: &DispatchConsumer,
     shared: &Shared,
     record: &SourceRecord,
-    until: Instant,
+    why: Pause,
+    metrics: &Metrics,
 ) {
     let mut list = TopicPartitionList::new();
     list.add_partition(&record.topic, record.partition);
@@ -196,62 +333,89 @@ fn pause_until(
     ) {
         tracing::warn!(%error, topic = record.topic, "rewinding a partition failed");
     }
-    shared.rewind(&record.partition_key(), record.offset, until);
     tracing::debug!(
         topic = record.topic,
         partition = record.partition,
         offset = record.offset,
-        "paused until due"
+        why = why.label(),
+        "partition paused"
     );
-}
-
-/// Updates the consumer-lag gauge every few seconds until `shutdown`.
-pub(crate) fn spawn_lag_gauge(
-    consumer: Arc<DispatchConsumer>,
-    metrics: Metrics,
-    shutdown: CancellationToken,
-) {
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_secs(10));
-        loop {
-            tokio::select! {
-                () = shutdown.cancelled() => return,
-                _ = tick.tick() => {}
-            }
-            let reader = Arc::clone(&consumer);
-            // Watermark queries are blocking broker round trips.
-            if let Ok(Some(lag)) = tokio::task::spawn_blocking(move || consumer_lag(&reader)).await
-            {
-                metrics.set_lag(lag);
-            }
-        }
-    });
-}
-
-/// Records between the consumer's positions and the high watermarks, over its assigned
-/// partitions.
-fn consumer_lag(consumer: &DispatchConsumer) -> Option<i64> {
-    let positions = consumer.position().ok()?;
-    let mut lag = 0;
-    for element in positions.elements() {
-        let Offset::Offset(position) = element.offset() else {
-            continue;
-        };
-        let watermarks =
-            consumer.fetch_watermarks(element.topic(), element.partition(), Duration::from_secs(2));
-        if let Ok((_, high)) = watermarks {
-            lag += (high - position).max(0);
-        }
+    shared.pause(&record.partition_key(), record.offset, why);
+    for (label, count) in shared.paused_counts() {
+        metrics.set_paused(label, count);
     }
-    Some(lag)
 }
 
-fn resume_due(consumer: &DispatchConsumer, shared: &Shared) {
-    for (topic, partition) in shared.take_due(Instant::now()) {
+/// Resumes every paused partition whose cause has ended.
+fn resume_ready(consumer: &DispatchConsumer, shared: &Shared, chains: &Chains, ctx: &Ctx) {
+    let capacity = ctx.settings.per_endpoint_queue;
+    let ready = shared.take_resumable(Instant::now(), ctx.settings.max_uncommitted, |key, ep| {
+        chains.has_room(key, ep, capacity)
+    });
+    if ready.is_empty() {
+        return;
+    }
+    for (topic, partition) in ready {
         let mut list = TopicPartitionList::new();
         list.add_partition(&topic, partition);
         if let Err(error) = consumer.resume(&list) {
             tracing::warn!(%error, topic, "resuming a partition failed");
         }
     }
+    for (label, count) in shared.paused_counts() {
+        ctx.metrics.set_paused(label, count);
+    }
+}
+
+/// A fetch error: counted by code, and shown by `/readyz` while it repeats.
+fn consumer_error(metrics: &Metrics, shared: &Shared, error: &KafkaError) {
+    let code = match error {
+        KafkaError::MessageConsumption(code) | KafkaError::MessageConsumptionFatal(code) => {
+            format!("{code:?}")
+        }
+        other => format!("{:?}", other.rdkafka_error_code()),
+    };
+    metrics.consumer_error(code);
+    shared.readiness.consumer_error();
+    tracing::warn!(%error, "consumer error");
+}
+
+/// Updates the consumer-lag gauge every few seconds until `shutdown`: records between the
+/// committed offsets (what a crash would re-deliver from) and the high watermarks, over the
+/// assigned partitions, so a paused or stuck partition shows its lag.
+pub(crate) async fn lag_gauge(
+    consumer: Arc<DispatchConsumer>,
+    metrics: Metrics,
+    shutdown: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(Duration::from_secs(10));
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let reader = Arc::clone(&consumer);
+        // Offset and watermark queries are blocking broker round trips.
+        if let Ok(Some(lag)) = tokio::task::spawn_blocking(move || consumer_lag(&reader)).await {
+            metrics.set_lag(lag);
+        }
+    }
+}
+
+fn consumer_lag(consumer: &DispatchConsumer) -> Option<i64> {
+    let committed = consumer.committed(Duration::from_secs(5)).ok()?;
+    let mut lag = 0;
+    for element in committed.elements() {
+        let watermarks =
+            consumer.fetch_watermarks(element.topic(), element.partition(), Duration::from_secs(2));
+        let Ok((low, high)) = watermarks else {
+            continue;
+        };
+        let from = match element.offset() {
+            Offset::Offset(committed) => committed.max(low),
+            _ => low,
+        };
+        lag += (high - from).max(0);
+    }
+    Some(lag)
 }

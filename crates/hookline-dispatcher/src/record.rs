@@ -1,7 +1,9 @@
-//! An owned copy of a consumed record, so that a delivery task can outlive the poll.
+//! An owned copy of a consumed record, so that a delivery task can outlive the poll. Its
+//! headers are read through hookline-kafka's reader, never rdkafka's accessor, which panics
+//! on a header name that is not UTF-8.
 
-use hookline_core::headers::{DeliveryMeta, HeaderError};
-use rdkafka::message::{BorrowedMessage, Headers, Message};
+use hookline_kafka::read_headers;
+use rdkafka::message::{BorrowedMessage, Message};
 
 use crate::offsets::PartitionKey;
 
@@ -18,22 +20,32 @@ pub struct SourceRecord {
     pub key: Option<Vec<u8>>,
     /// The value bytes, exactly as produced.
     pub value: Option<Vec<u8>>,
-    /// Every header, in order.
+    /// Every header, in order; a name that is not UTF-8 is kept lossily and flagged in
+    /// `bad_header_name`.
     pub headers: Vec<(String, Option<Vec<u8>>)>,
+    /// The first header name that is not UTF-8, lossily, when there is one: such a record is
+    /// parked as malformed.
+    pub bad_header_name: Option<String>,
 }
 
 impl SourceRecord {
     /// Copies a consumed message.
     pub fn from_message(message: &BorrowedMessage<'_>) -> Self {
-        let headers = message
-            .headers()
-            .map(|headers| {
-                headers
-                    .iter()
-                    .map(|header| (header.key.to_owned(), header.value.map(<[u8]>::to_vec)))
-                    .collect()
+        let mut bad_header_name = None;
+        let headers = read_headers(message)
+            .into_iter()
+            .map(|header| {
+                let name = match String::from_utf8(header.name) {
+                    Ok(name) => name,
+                    Err(error) => {
+                        let lossy = String::from_utf8_lossy(error.as_bytes()).into_owned();
+                        bad_header_name.get_or_insert_with(|| lossy.clone());
+                        lossy
+                    }
+                };
+                (name, header.value)
             })
-            .unwrap_or_default();
+            .collect();
         SourceRecord {
             topic: message.topic().to_owned(),
             partition: message.partition(),
@@ -41,12 +53,20 @@ impl SourceRecord {
             key: message.key().map(<[u8]>::to_vec),
             value: message.payload().map(<[u8]>::to_vec),
             headers,
+            bad_header_name,
         }
     }
 
     /// Its topic and partition.
     pub fn partition_key(&self) -> PartitionKey {
         (self.topic.clone(), self.partition)
+    }
+
+    /// The key as text, when it is UTF-8 (the endpoint id).
+    pub fn key_str(&self) -> Option<&str> {
+        self.key
+            .as_deref()
+            .and_then(|key| std::str::from_utf8(key).ok())
     }
 
     /// The value of the last header named `name`.
@@ -56,14 +76,5 @@ impl SourceRecord {
             .rev()
             .find(|(key, _)| key == name)
             .and_then(|(_, value)| value.as_deref())
-    }
-
-    /// hookline's delivery headers, `None` for a record that was never attempted.
-    pub fn meta(&self) -> Result<Option<DeliveryMeta>, HeaderError> {
-        DeliveryMeta::from_headers(
-            self.headers
-                .iter()
-                .map(|(key, value)| (key.as_str(), value.as_deref())),
-        )
     }
 }

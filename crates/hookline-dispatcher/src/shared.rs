@@ -1,23 +1,54 @@
 //! State shared by the poll loop, the delivery tasks and the rebalance callbacks: offsets in
-//! flight, partitions paused until a due time, and what `/readyz` says.
+//! flight, partitions paused (and why), the cancellation token of each partition and the
+//! move-on token of each record in flight, and what `/readyz` says.
 
 use std::collections::HashMap;
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use rdkafka::consumer::Consumer;
+use rdkafka::consumer::{Consumer, ConsumerContext};
 use rdkafka::{Offset, TopicPartitionList};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 use crate::admin::Readiness;
 use crate::offsets::{OffsetTracker, PartitionKey};
 
+/// Why a partition is paused; every cause has the code that ends it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Pause {
+    /// Its head record is not due until then (the time it is resumed at).
+    Until(Instant),
+    /// Its uncommitted window is full: resumed once the commit position moves on.
+    WindowFull,
+    /// A strict-ordering endpoint's chain on it is full: resumed once the chain shortens.
+    ChainFull(String),
+}
+
+impl Pause {
+    /// A metric label.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Pause::Until(_) => "not_due",
+            Pause::WindowFull => "window_full",
+            Pause::ChainFull(_) => "chain_full",
+        }
+    }
+}
+
 /// Shared dispatcher state.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Shared {
     tracker: Mutex<OffsetTracker>,
     finished: Condvar,
-    paused: Mutex<HashMap<PartitionKey, Instant>>,
-    pub readiness: std::sync::Arc<Readiness>,
+    /// Woken when a delivery finishes, so the poll loop re-checks capacity pauses.
+    pub progress: Notify,
+    paused: Mutex<HashMap<PartitionKey, Pause>>,
+    cancels: Mutex<HashMap<PartitionKey, CancellationToken>>,
+    move_ons: Mutex<HashMap<(PartitionKey, i64), CancellationToken>>,
+    /// The parent of every partition's token: cancelled when shutdown's grace is over.
+    abandon: CancellationToken,
+    pub readiness: Arc<Readiness>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -27,27 +58,47 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Shared {
-    pub fn new(readiness: std::sync::Arc<Readiness>) -> Self {
+    pub fn new(readiness: Arc<Readiness>, abandon: CancellationToken) -> Self {
         Shared {
+            tracker: Mutex::default(),
+            finished: Condvar::new(),
+            progress: Notify::new(),
+            paused: Mutex::default(),
+            cancels: Mutex::default(),
+            move_ons: Mutex::default(),
+            abandon,
             readiness,
-            ..Shared::default()
         }
     }
 
-    /// A delivery of `offset` starts.
-    pub fn start(&self, key: &PartitionKey, offset: i64) -> usize {
+    /// A delivery of `offset` starts: returns its partition's cancellation token and its own
+    /// move-on token, and the deliveries now in flight.
+    pub fn start(
+        &self,
+        key: &PartitionKey,
+        offset: i64,
+    ) -> (CancellationToken, CancellationToken, usize) {
         let mut tracker = lock(&self.tracker);
-        tracker.start(key, offset);
-        tracker.total_in_flight()
+        tracker.start(key, offset, Instant::now());
+        let in_flight = tracker.total_in_flight();
+        drop(tracker);
+        let cancel = lock(&self.cancels)
+            .entry(key.clone())
+            .or_insert_with(|| self.abandon.child_token())
+            .clone();
+        let move_on = CancellationToken::new();
+        lock(&self.move_ons).insert((key.clone(), offset), move_on.clone());
+        (cancel, move_on, in_flight)
     }
 
     /// A delivery finished durably: store the new commit position, if it advanced.
-    pub fn finish<C: Consumer<X>, X: rdkafka::consumer::ConsumerContext>(
+    pub fn finish<C: Consumer<X>, X: ConsumerContext>(
         &self,
         consumer: &C,
         key: &PartitionKey,
         offset: i64,
     ) -> usize {
+        lock(&self.move_ons).remove(&(key.clone(), offset));
         let mut tracker = lock(&self.tracker);
         if let Some(position) = tracker.finish(key, offset) {
             let mut list = TopicPartitionList::new();
@@ -62,37 +113,104 @@ impl Shared {
         let in_flight = tracker.total_in_flight();
         drop(tracker);
         self.finished.notify_all();
+        self.progress.notify_one();
         in_flight
     }
 
-    /// A record fetched at `offset` was not due: the position must not pass it.
-    pub fn rewind(&self, key: &PartitionKey, offset: i64, until: Instant) {
-        lock(&self.tracker).rewind(key, offset);
-        lock(&self.paused).insert(key.clone(), until);
+    /// Whether taking `offset` would make the partition's uncommitted window longer than
+    /// `max` records.
+    pub fn window_full(&self, key: &PartitionKey, offset: i64, max: i64) -> bool {
+        lock(&self.tracker).window(key, offset) >= max
     }
 
-    /// Whether a partition is paused until a due time.
+    /// Tells every record that has held its partition's commit position for longer than
+    /// `hold` to move on to a tier. Returns how many were told.
+    pub fn move_on_older_than(&self, hold: Duration, now: Instant) -> usize {
+        let held: Vec<(PartitionKey, i64)> = lock(&self.tracker)
+            .oldest()
+            .filter(|(_, _, started)| now.saturating_duration_since(*started) > hold)
+            .map(|(key, offset, _)| (key.clone(), offset))
+            .collect();
+        let move_ons = lock(&self.move_ons);
+        let mut told = 0;
+        for place in held {
+            if let Some(token) = move_ons.get(&place)
+                && !token.is_cancelled()
+            {
+                token.cancel();
+                told += 1;
+            }
+        }
+        told
+    }
+
+    /// A record fetched at `offset` was not taken: the position must not pass it, and the
+    /// partition stays paused for `pause`.
+    pub fn pause(&self, key: &PartitionKey, offset: i64, pause: Pause) {
+        lock(&self.tracker).rewind(key, offset);
+        lock(&self.paused).insert(key.clone(), pause);
+    }
+
+    /// Whether a partition is paused.
     pub fn is_paused(&self, key: &PartitionKey) -> bool {
         lock(&self.paused).contains_key(key)
     }
 
-    /// The earliest due time of a paused partition.
+    /// The earliest due time of a partition paused until one.
     pub fn next_resume(&self) -> Option<Instant> {
-        lock(&self.paused).values().min().copied()
+        lock(&self.paused)
+            .values()
+            .filter_map(|pause| match pause {
+                Pause::Until(at) => Some(*at),
+                Pause::WindowFull | Pause::ChainFull(_) => None,
+            })
+            .min()
     }
 
-    /// Takes the partitions whose due time has come.
-    pub fn take_due(&self, now: Instant) -> Vec<PartitionKey> {
+    /// Whether some partition waits for deliveries to finish (not for a time).
+    pub fn has_capacity_pauses(&self) -> bool {
+        lock(&self.paused)
+            .values()
+            .any(|pause| !matches!(pause, Pause::Until(_)))
+    }
+
+    /// Takes the partitions that may be resumed: due ones, windows that shrank below half
+    /// of `max_window`, and chains for which `chain_has_room` says yes.
+    pub fn take_resumable(
+        &self,
+        now: Instant,
+        max_window: i64,
+        chain_has_room: impl Fn(&PartitionKey, &str) -> bool,
+    ) -> Vec<PartitionKey> {
+        let tracker = lock(&self.tracker);
         let mut paused = lock(&self.paused);
-        let due: Vec<PartitionKey> = paused
+        let ready: Vec<PartitionKey> = paused
             .iter()
-            .filter(|(_, until)| **until <= now)
+            .filter(|(key, pause)| match pause {
+                Pause::Until(at) => *at <= now,
+                // The record it stopped at is where the next fetch starts (rewound).
+                Pause::WindowFull => {
+                    tracker.window(key, tracker_next(&tracker, key)) < max_window / 2
+                }
+                Pause::ChainFull(endpoint) => chain_has_room(key, endpoint),
+            })
             .map(|(key, _)| key.clone())
             .collect();
-        for key in &due {
+        for key in &ready {
             paused.remove(key);
         }
-        due
+        ready
+    }
+
+    /// How many partitions are paused, by cause label.
+    pub fn paused_counts(&self) -> [(&'static str, usize); 3] {
+        let paused = lock(&self.paused);
+        let count = |label| paused.values().filter(|p| p.label() == label).count();
+        [
+            ("not_due", count("not_due")),
+            ("window_full", count("window_full")),
+            ("chain_full", count("chain_full")),
+        ]
     }
 
     /// Waits until none of `keys` has a delivery in flight, or `deadline` passes.
@@ -115,19 +233,38 @@ impl Shared {
         }
     }
 
-    /// Forgets every partition: the deliveries still counted were abandoned.
-    pub fn forget_all(&self) {
-        *lock(&self.tracker) = OffsetTracker::default();
-        lock(&self.paused).clear();
-    }
-
-    /// Partitions that are no longer ours.
+    /// Partitions that are no longer ours: their deliveries still running are cancelled
+    /// (they did not drain in time; whoever owns the partition now delivers them again),
+    /// and their offsets, pauses and tokens are forgotten.
     pub fn forget(&self, keys: &[PartitionKey]) {
+        let mut cancels = lock(&self.cancels);
+        for key in keys {
+            if let Some(token) = cancels.remove(key) {
+                token.cancel();
+            }
+        }
+        drop(cancels);
         let mut tracker = lock(&self.tracker);
         let mut paused = lock(&self.paused);
         for key in keys {
             tracker.forget(key);
             paused.remove(key);
         }
+        drop((tracker, paused));
+        lock(&self.move_ons).retain(|(key, _), _| !keys.contains(key));
     }
+
+    /// Forgets every partition: the deliveries still counted were abandoned.
+    pub fn forget_all(&self) {
+        let keys: Vec<PartitionKey> = lock(&self.cancels).keys().cloned().collect();
+        self.forget(&keys);
+        *lock(&self.tracker) = OffsetTracker::default();
+        lock(&self.paused).clear();
+        lock(&self.move_ons).clear();
+    }
+}
+
+/// Where a rewound partition's next fetch starts (its tracked next position).
+fn tracker_next(tracker: &OffsetTracker, key: &PartitionKey) -> i64 {
+    tracker.next(key).unwrap_or(0)
 }

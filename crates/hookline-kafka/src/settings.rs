@@ -17,6 +17,9 @@ pub struct KafkaSettings {
     pub properties: BTreeMap<String, String>,
 }
 
+/// librdkafka's default `message.max.bytes`.
+pub const DEFAULT_MESSAGE_MAX_BYTES: usize = 1_000_000;
+
 fn default_bootstrap() -> String {
     "127.0.0.1:9092".to_owned()
 }
@@ -47,6 +50,18 @@ impl KafkaSettings {
             config.set(key, value);
         }
         config
+    }
+
+    /// The producer's `message.max.bytes`: the user's property, else librdkafka's default
+    /// (1000000). A value that is not a whole number of bytes is an error naming it.
+    pub fn max_message_bytes(&self) -> std::result::Result<usize, String> {
+        match self.properties.get("message.max.bytes") {
+            None => Ok(DEFAULT_MESSAGE_MAX_BYTES),
+            Some(text) => text
+                .trim()
+                .parse::<usize>()
+                .map_err(|_| format!("`{text}` is not a whole number of bytes")),
+        }
     }
 
     /// A producer whose writes are durable once acknowledged: idempotent, `acks=all`.

@@ -17,6 +17,9 @@ use crate::url_guard::{check_url, redact_url};
 /// Most secrets an endpoint may have at once.
 pub const MAX_SECRETS: usize = 10;
 /// Longest per-attempt timeout, in milliseconds (5 minutes).
+/// The smallest `rate_limit_per_s`: one delivery in 1000 s.
+pub const MIN_RATE_PER_S: f64 = 0.001;
+
 pub const MAX_TIMEOUT_MS: u64 = 300_000;
 
 /// An endpoint as configured, e.g.
@@ -35,7 +38,7 @@ pub struct EndpointConfig {
     /// Most deliveries in flight at once, at least 1. Default: the dispatcher's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_concurrency: Option<u32>,
-    /// Most deliveries started per second, above 0. Default: no limit.
+    /// Most deliveries started per second, at least 0.001 (one in 1000 s). Default: no limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limit_per_s: Option<f64>,
     /// Per-attempt timeout in milliseconds, 1 to 300000. Default: the dispatcher's.
@@ -122,10 +125,14 @@ impl EndpointConfig {
                 NonZeroU32::new(n).ok_or_else(|| invalid("max_concurrency", "must be at least 1"))
             })
             .transpose()?;
+        // A rate so small that its period does not fit a duration used to mean no limit.
         if let Some(rate) = self.rate_limit_per_s
-            && !(rate.is_finite() && rate > 0.0)
+            && !(rate.is_finite() && rate >= MIN_RATE_PER_S)
         {
-            return Err(invalid("rate_limit_per_s", "must be a number above 0"));
+            return Err(invalid(
+                "rate_limit_per_s",
+                format!("must be a number of at least {MIN_RATE_PER_S}"),
+            ));
         }
         if let Some(ms) = self.timeout_ms
             && !(1..=MAX_TIMEOUT_MS).contains(&ms)
@@ -285,6 +292,11 @@ mod tests {
         assert_eq!(
             field_of(|c| c.rate_limit_per_s = Some(f64::NAN)),
             "rate_limit_per_s"
+        );
+        assert_eq!(
+            field_of(|c| c.rate_limit_per_s = Some(1e-300)),
+            "rate_limit_per_s",
+            "a tiny rate is refused, not taken as no limit"
         );
         assert_eq!(field_of(|c| c.timeout_ms = Some(0)), "timeout_ms");
         assert_eq!(

@@ -11,23 +11,26 @@ use hookline_core::policy::RetryPolicy;
 use hookline_core::signing::SigningSecret;
 use tokio::sync::Semaphore;
 
-use crate::breaker::CircuitBreaker;
+use hookline_core::breaker::{BreakerPolicy, CircuitBreaker};
 
 /// Defaults applied to endpoints whose configuration leaves a field out.
 #[derive(Clone, Debug)]
 pub struct EndpointDefaults {
     /// Concurrent attempts per endpoint.
     pub max_concurrency: u32,
+    /// The most concurrent attempts any one endpoint may have, whatever its configuration:
+    /// its share of the dispatcher's attempts.
+    pub max_concurrency_share: u32,
+    /// The longest computed retry delay an endpoint may ask for (the largest tier).
+    pub max_cap: Duration,
     /// Timeout of one attempt.
     pub timeout: Duration,
     /// The retry policy before the endpoint's override.
     pub retry: RetryPolicy,
     /// Records that may wait for or hold the endpoint's permits at once.
     pub queue: usize,
-    /// Consecutive failures that open the breaker (0 disables it).
-    pub breaker_failures: u32,
-    /// How long an open breaker stays open.
-    pub breaker_open_for: Duration,
+    /// The circuit breaker of each endpoint.
+    pub breaker: BreakerPolicy,
 }
 
 /// An endpoint ready for deliveries.
@@ -110,14 +113,31 @@ impl EndpointTable {
             .to_endpoint()
             .map_err(|error| rejected(error.to_string()))?
             .secrets;
-        let retry = match &config.retry {
+        let mut retry = match &config.retry {
             Some(over) => self.defaults.retry.with_override(over),
             None => self.defaults.retry,
         };
-        let max_concurrency = config
+        if retry.cap > self.defaults.max_cap {
+            tracing::warn!(
+                endpoint = id,
+                cap_ms = retry.cap.as_millis(),
+                "retry.cap_ms is above the largest retry tier; using the largest tier"
+            );
+            retry.cap = self.defaults.max_cap;
+        }
+        let asked = config
             .max_concurrency
             .unwrap_or(self.defaults.max_concurrency)
             .max(1);
+        let max_concurrency = asked.min(self.defaults.max_concurrency_share.max(1));
+        if max_concurrency < asked {
+            tracing::warn!(
+                endpoint = id,
+                asked,
+                max_concurrency,
+                "max_concurrency is above one endpoint's share of concurrency.max_in_flight"
+            );
+        }
         let timeout = config
             .timeout_ms
             .map_or(self.defaults.timeout, Duration::from_millis);
@@ -144,10 +164,7 @@ impl EndpointTable {
             ),
             None => (
                 semaphore(max_concurrency),
-                Arc::new(Mutex::new(CircuitBreaker::new(
-                    self.defaults.breaker_failures,
-                    self.defaults.breaker_open_for,
-                ))),
+                Arc::new(Mutex::new(CircuitBreaker::new(self.defaults.breaker))),
                 Arc::new(Semaphore::new(self.defaults.queue.max(1))),
             ),
         };
@@ -184,10 +201,15 @@ impl EndpointTable {
     }
 }
 
-/// A limiter that lets `rate` deliveries start per second, one at a time (no bursts).
+/// A limiter that lets `rate` deliveries start per second, one at a time (no bursts). The
+/// endpoint's validation keeps `rate` at least `MIN_RATE_PER_S`, so the period always fits;
+/// a period that still does not (a bug) is clamped to the longest one, never dropped.
 fn rate_limiter(rate: f64) -> Option<Arc<DefaultDirectRateLimiter>> {
-    let period = Duration::try_from_secs_f64(1.0 / rate).ok()?;
-    let quota = Quota::with_period(period.max(Duration::from_nanos(1)))?;
+    let longest = Duration::from_secs_f64(1.0 / hookline_core::endpoint::MIN_RATE_PER_S);
+    let period = Duration::try_from_secs_f64(1.0 / rate)
+        .unwrap_or(longest)
+        .clamp(Duration::from_nanos(1), longest);
+    let quota = Quota::with_period(period)?;
     Some(Arc::new(RateLimiter::direct(quota)))
 }
 

@@ -227,6 +227,9 @@ pub(crate) fn event(endpoint: &str, n: usize) -> WebhookEvent {
         payload: format!(r#"{{"invoice":{n},"amount":"12.50"}}"#).into_bytes(),
         content_type: "application/json".to_owned(),
         headers: BTreeMap::from([("x-tenant".to_owned(), "acme".to_owned())]),
-        created_at_ms: 1_700_000_000_000,
+        // Now, as a producer stamps it: a strict endpoint's age counts from it.
+        created_at_ms: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
     }
 }

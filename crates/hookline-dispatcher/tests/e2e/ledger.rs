@@ -177,7 +177,7 @@ async fn a_second_record_of_a_delivered_event_is_not_delivered_again() {
     let event = event("ep-dup", 1);
     h.publish(&event).await;
     h.wait_for_metric(DELIVERED, 1).await;
-    let key = format!("{PREFIX}ep-dup:{}", event.event_id);
+    let key = format!("{PREFIX}6:ep-dup:{}", event.event_id);
     let remembered: Option<String> = h.redis.query(redis::cmd("GET").arg(&key)).await;
     let remembered = remembered.expect("the delivery is in the ledger");
     assert!(
@@ -274,7 +274,7 @@ async fn deliveries_go_on_without_redis_and_the_ledger_comes_back_with_it() {
         let h = &h;
         async move {
             h.publish(&fresh).await;
-            let key = format!("{PREFIX}ep-down:{}", fresh.event_id);
+            let key = format!("{PREFIX}7:ep-down:{}", fresh.event_id);
             for _ in 0..50 {
                 let known: u64 = h.redis.query(redis::cmd("EXISTS").arg(&key)).await;
                 if known == 1 {

@@ -4,4 +4,5 @@
 mod harness;
 mod ledger;
 mod pipeline;
+mod poison;
 mod schema;

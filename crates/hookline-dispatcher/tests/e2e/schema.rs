@@ -60,6 +60,8 @@ fn envelope(version: i32) -> DlqEnvelope {
         first_attempt_at_ms: Some(1_700_000_000_000),
         error_timestamp_ms: 1_700_000_001_000,
         dispatcher_id: "d-1".into(),
+        original_payload_truncated: false,
+        original_payload_size: None,
     }
 }
 
@@ -71,7 +73,14 @@ fn v1_value(e: &DlqEnvelope) -> Value {
     Value::Record(
         fields
             .into_iter()
-            .filter(|(k, _)| k != "trace_id")
+            .filter(|(k, _)| {
+                ![
+                    "trace_id",
+                    "original_payload_truncated",
+                    "original_payload_size",
+                ]
+                .contains(&k.as_str())
+            })
             .collect(),
     )
 }
@@ -126,9 +135,14 @@ async fn v2_registers_over_v1_under_backward_and_v1_records_still_decode() {
         .await
         .expect("v2 (an optional field with a default) registers under BACKWARD");
     assert_ne!(v2_id, v1_id);
+    let current_id = registry
+        .register(&subject, DLQ_ENVELOPE_CURRENT)
+        .await
+        .expect("the current schema (v3: optional fields with defaults) registers");
+    assert_ne!(current_id, v2_id);
     assert_eq!(
         registry.register(&subject, DLQ_ENVELOPE_CURRENT).await.ok(),
-        Some(v2_id),
+        Some(current_id),
         "registering the current schema again is idempotent"
     );
 
@@ -139,8 +153,8 @@ async fn v2_registers_over_v1_under_backward_and_v1_records_still_decode() {
     let new_bytes = upgraded
         .encode_value(&dlq, DLQ_ENVELOPE_CURRENT, new.to_avro_value())
         .await
-        .expect("encode with v2");
-    assert_eq!(framed_id(&new_bytes), v2_id);
+        .expect("encode with the current schema");
+    assert_eq!(framed_id(&new_bytes), current_id);
     let fresh = Registry::new(&registry_settings()).expect("registry");
     let old_value = fresh.decode(&old_bytes).await.expect("v1 record decodes");
     assert_eq!(field(&old_value, "trace_id"), None, "written without it");
@@ -170,6 +184,8 @@ fn config(topics: &TestTopics) -> DispatcherConfig {
     config.topics.events = topics.events.clone();
     config.topics.endpoints = topics.endpoints.clone();
     config.topics.retry_tiers = topics.tiers.clone();
+    config.retry.cap_ms = 200;
+    config.retry.base_ms = 200;
     config.admin.listen = "127.0.0.1:0".to_owned();
     config.shutdown_grace_ms = 5_000;
     config
@@ -199,7 +215,7 @@ async fn a_dispatcher_over_an_incompatible_dlq_subject_fails_at_start_up() {
     for needle in [
         subject.as_str(),
         "BACKWARD",
-        "DLQ envelope schema v2",
+        &format!("DLQ envelope schema v{ENVELOPE_VERSION}"),
         "Incompatible",
     ] {
         assert!(message.contains(needle), "{needle:?} not in: {message}");
@@ -212,7 +228,7 @@ async fn a_dispatcher_over_an_incompatible_dlq_subject_fails_at_start_up() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_dispatcher_upgrades_a_v1_dlq_subject_and_parks_v2_envelopes() {
+async fn a_dispatcher_upgrades_a_v1_dlq_subject_and_parks_current_envelopes() {
     let kafka = kafka_settings();
     let topics = TestTopics::new("schema-upgrade", &["200ms"]);
     topics.create(&kafka, 1).await;
@@ -231,7 +247,7 @@ async fn a_dispatcher_upgrades_a_v1_dlq_subject_and_parks_v2_envelopes() {
     let settings = config(&topics).into_settings().expect("valid config");
     let running = start(settings, shutdown.clone())
         .await
-        .expect("v2 registers over v1: the dispatcher starts");
+        .expect("the current schema registers over v1: the dispatcher starts");
 
     // An event for an endpoint nobody configured is parked at once.
     let event = WebhookEvent {
@@ -261,19 +277,23 @@ async fn a_dispatcher_upgrades_a_v1_dlq_subject_and_parks_v2_envelopes() {
 
     let records = read_all(&kafka, &topics.dlq, 1, DEADLINE).await;
     let bytes = records[0].payload().expect("a DLQ value");
-    let v2_id = registry
-        .register(&subject, DLQ_ENVELOPE_V2)
+    let current_id = registry
+        .register(&subject, DLQ_ENVELOPE_CURRENT)
         .await
-        .expect("v2 is there");
-    assert_ne!(v2_id, v1_id);
-    assert_eq!(framed_id(bytes), v2_id, "written with v2");
+        .expect("the current schema is there");
+    assert_ne!(current_id, v1_id);
+    assert_eq!(
+        framed_id(bytes),
+        current_id,
+        "written with the current schema"
+    );
     let value = registry.decode(bytes).await.expect("decodes");
     assert_eq!(
         field(&value, "trace_id"),
         Some(Value::Union(1, Box::new(Value::String(TRACE_ID.into()))))
     );
     let parked = DlqEnvelope::from_avro_value(value).expect("an envelope");
-    assert_eq!(parked.envelope_version, 2);
+    assert_eq!(parked.envelope_version, ENVELOPE_VERSION);
     assert_eq!(parked.event_id, event.event_id);
     assert_eq!(parked.error_reason, ErrorReason::UnknownEndpoint);
     assert_eq!(parked.trace_id(), Some(TRACE_ID));

@@ -115,7 +115,7 @@ async fn a_fixed_endpoints_records_are_redriven_once_each_with_their_event_ids()
     config.retry.base_ms = 200;
     config.retry.cap_ms = 200;
     config.retry.max_attempts = 2;
-    config.breaker.failure_threshold = 0;
+    config.breaker.minimum_requests = 0;
     config.outbound.allow_loopback = true;
     config.admin.listen = "127.0.0.1:0".to_owned();
     config.http.timeout_ms = 2_000;

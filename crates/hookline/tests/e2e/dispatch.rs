@@ -108,6 +108,9 @@ shutdown_grace_ms = 5000
 [topics]
 retry_tiers = [{tiers}]
 
+[retry]
+cap_ms = 1000
+
 [outbound]
 allow_loopback = true
 

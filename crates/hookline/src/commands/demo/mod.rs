@@ -102,7 +102,7 @@ pub async fn run(args: DemoArgs, context: &Context) -> anyhow::Result<()> {
     config.retry.max_age_ms = Some(120_000);
     // The broken endpoint would open its circuit breaker and hold its records back for
     // minutes; the demo shows retries and the DLQ instead.
-    config.breaker.failure_threshold = 0;
+    config.breaker.minimum_requests = 0;
     config.outbound.allow_loopback = true;
     config.admin.listen = "127.0.0.1:0".to_owned();
     let shutdown = CancellationToken::new();

@@ -59,6 +59,9 @@ impl Resolve for GuardedResolver {
     }
 }
 
+/// The longest the pre-check waits for DNS.
+pub const PRECHECK_DNS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Checks a URL before an attempt: `Ok` when at least one of its addresses is allowed (or the
 /// name does not resolve right now, which is a retryable connection failure, not a refusal).
 pub async fn precheck(url: &str, policy: &AddressPolicy) -> Result<(), GuardError> {
@@ -72,7 +75,10 @@ pub async fn precheck(url: &str, policy: &AddressPolicy) -> Result<(), GuardErro
         }
         TargetHost::Domain(domain) => domain.clone(),
     };
-    let Ok(resolved) = tokio::net::lookup_host((domain.as_str(), target.port)).await else {
+    // A resolver that does not answer in time is a connection problem for the attempt to
+    // meet (retryable), not a refusal; and it must not hold the delivery for ever.
+    let lookup = tokio::net::lookup_host((domain.as_str(), target.port));
+    let Ok(Ok(resolved)) = tokio::time::timeout(PRECHECK_DNS_TIMEOUT, lookup).await else {
         return Ok(());
     };
     let mut last_refusal = None;

@@ -18,7 +18,7 @@ pub struct OutboundRequest {
 /// The inputs of a request besides the event.
 #[derive(Clone, Copy, Debug)]
 pub struct RequestParts<'a> {
-    /// The endpoint's URL (the event's own URL wins when it has one).
+    /// The URL, chosen once when the event was validated.
     pub url: &'a str,
     /// Signing secrets; several while one rotates, none for an unsigned endpoint.
     pub secrets: &'a [SigningSecret],
@@ -34,11 +34,7 @@ pub struct RequestParts<'a> {
 
 /// Builds the request for `event`.
 pub fn build_request(event: &WebhookEvent, parts: RequestParts<'_>) -> OutboundRequest {
-    let url = event
-        .endpoint_url
-        .as_deref()
-        .unwrap_or(parts.url)
-        .to_owned();
+    let url = parts.url.to_owned();
     let mut headers: Vec<(String, String)> = Vec::with_capacity(8 + event.headers.len());
     for (name, value) in parts.endpoint_headers {
         headers.push((name.clone(), value.clone()));
@@ -130,13 +126,11 @@ mod tests {
     }
 
     #[test]
-    fn an_unsigned_endpoint_gets_no_signature_and_the_event_url_wins() {
-        let mut event = event();
-        event.endpoint_url = Some("https://override.example/hook".to_owned());
+    fn an_unsigned_endpoint_gets_no_signature() {
         let request = build_request(
-            &event,
+            &event(),
             RequestParts {
-                url: "https://example.com/hook",
+                url: "https://override.example/hook",
                 secrets: &[],
                 endpoint_headers: &[],
                 timestamp_s: 1,

@@ -22,6 +22,16 @@ pub struct Attempt {
     pub detail: String,
 }
 
+impl Attempt {
+    /// The HTTP status, when the endpoint answered.
+    pub fn status(&self) -> Option<u16> {
+        match self.outcome {
+            AttemptOutcome::Response { status, .. } => Some(status),
+            AttemptOutcome::Timeout | AttemptOutcome::Connect | AttemptOutcome::TooLarge => None,
+        }
+    }
+}
+
 /// The HTTP client of a dispatcher.
 #[derive(Clone, Debug)]
 pub struct HttpSender {
@@ -49,46 +59,60 @@ impl HttpSender {
         })
     }
 
-    /// Sends `request` with `timeout` for the whole exchange.
+    /// Sends `request` with `timeout` for the whole exchange. Once a status has arrived it
+    /// stands: a body that then stalls or breaks only shortens the detail, so a 2xx whose
+    /// body never ends is a delivery, not a retry (which would be a duplicate).
     pub async fn send(&self, request: &OutboundRequest, timeout: Duration) -> Attempt {
         let started = Instant::now();
-        let result = tokio::time::timeout(timeout, self.exchange(request)).await;
-        let took = started.elapsed();
-        match result {
-            Err(_) => Attempt {
-                outcome: AttemptOutcome::Timeout,
-                took,
-                detail: format!("no answer within {} ms", timeout.as_millis()),
-            },
-            Ok(Ok((status, retry_after, snippet))) => Attempt {
-                outcome: AttemptOutcome::Response {
-                    status,
-                    retry_after,
-                },
-                took,
-                detail: if snippet.is_empty() {
-                    format!("HTTP {status}")
+        let deadline = tokio::time::Instant::now() + timeout;
+        let answered = tokio::time::timeout_at(deadline, self.post(request)).await;
+        let response = match answered {
+            Err(_) => {
+                return Attempt {
+                    outcome: AttemptOutcome::Timeout,
+                    took: started.elapsed(),
+                    detail: format!("no answer within {} ms", timeout.as_millis()),
+                };
+            }
+            Ok(Err(error)) => {
+                let outcome = if error.is_timeout() {
+                    AttemptOutcome::Timeout
                 } else {
-                    format!("HTTP {status}: {snippet}")
-                },
+                    AttemptOutcome::Connect
+                };
+                return Attempt {
+                    outcome,
+                    took: started.elapsed(),
+                    detail: error_chain(&error),
+                };
+            }
+            Ok(Ok(response)) => response,
+        };
+        let status = response.status().as_u16();
+        let retry_after = response
+            .headers()
+            .get(RETRY_AFTER)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| parse_retry_after(value, SystemTime::now()));
+        let (body, cut) = self.read_body(response, deadline).await;
+        let took = started.elapsed();
+        let text = snippet(&body);
+        let detail = match (text.is_empty(), cut) {
+            (true, None) => format!("HTTP {status}"),
+            (false, None) => format!("HTTP {status}: {text}"),
+            (_, Some(why)) => format!("HTTP {status} ({why}): {text}"),
+        };
+        Attempt {
+            outcome: AttemptOutcome::Response {
+                status,
+                retry_after,
             },
-            Ok(Err(error)) if error.is_timeout() => Attempt {
-                outcome: AttemptOutcome::Timeout,
-                took,
-                detail: error_chain(&error),
-            },
-            Ok(Err(error)) => Attempt {
-                outcome: AttemptOutcome::Connect,
-                took,
-                detail: error_chain(&error),
-            },
+            took,
+            detail,
         }
     }
 
-    async fn exchange(
-        &self,
-        request: &OutboundRequest,
-    ) -> Result<(u16, Option<Duration>, String), reqwest::Error> {
+    async fn post(&self, request: &OutboundRequest) -> Result<reqwest::Response, reqwest::Error> {
         let mut headers = HeaderMap::with_capacity(request.headers.len());
         for (name, value) in &request.headers {
             // Names and values were validated when the event and endpoint were read; anything
@@ -100,28 +124,31 @@ impl HttpSender {
                 headers.append(name, value);
             }
         }
-        let mut response = self
-            .client
+        self.client
             .post(&request.url)
             .headers(headers)
             .body(request.body.clone())
             .send()
-            .await?;
-        let status = response.status().as_u16();
-        let retry_after = response
-            .headers()
-            .get(RETRY_AFTER)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| parse_retry_after(value, SystemTime::now()));
-        // Read at most the limit; the rest is dropped with the connection.
+            .await
+    }
+
+    /// Reads at most the limit of the body by `deadline`; the rest is dropped with the
+    /// connection. Says why it stopped early, if it did.
+    async fn read_body(
+        &self,
+        mut response: reqwest::Response,
+        deadline: tokio::time::Instant,
+    ) -> (Vec<u8>, Option<&'static str>) {
         let mut body = Vec::new();
         while body.len() < self.max_response_bytes {
-            match response.chunk().await? {
-                Some(chunk) => body.extend_from_slice(&chunk),
-                None => break,
+            match tokio::time::timeout_at(deadline, response.chunk()).await {
+                Ok(Ok(Some(chunk))) => body.extend_from_slice(&chunk),
+                Ok(Ok(None)) => return (body, None),
+                Ok(Err(_)) => return (body, Some("body broken off")),
+                Err(_) => return (body, Some("body timed out")),
             }
         }
-        Ok((status, retry_after, snippet(&body)))
+        (body, None)
     }
 }
 

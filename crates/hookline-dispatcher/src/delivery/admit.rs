@@ -1,0 +1,187 @@
+//! Stage 3, admit: the endpoint's circuit breaker, its queue (its share of the records in
+//! flight), its concurrency and rate limits, then a global attempt permit. Every wait has a
+//! deadline: a record that cannot start in time is deferred to a tier (no attempt spent)
+//! rather than holding others back. The breaker is asked again once everything is held, as
+//! it may have opened meanwhile. A strict-ordering endpoint's records are chained by the poll
+//! loop and cannot be deferred without breaking their order: they wait, cancellably.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use governor::clock::Clock;
+use hookline_core::breaker::{Admission, CircuitBreaker};
+use hookline_core::classify::Classification;
+use tokio::sync::{AcquireError, OwnedSemaphorePermit};
+
+use super::validate::Target;
+use super::{Ctx, Delivery, Halt};
+use crate::metrics::Metrics;
+
+/// What an admitted attempt holds until its verdict.
+pub(crate) struct Admitted {
+    _slot: Option<OwnedSemaphorePermit>,
+    _endpoint_permit: OwnedSemaphorePermit,
+    _global_permit: OwnedSemaphorePermit,
+    breaker: Option<BreakerTicket>,
+}
+
+/// The breaker's claim on an attempt: its verdict is recorded once; a ticket dropped without
+/// one (a cancelled probe) frees its probe slot.
+struct BreakerTicket {
+    breaker: Arc<Mutex<CircuitBreaker>>,
+    probe: bool,
+    endpoint: String,
+    metrics: Metrics,
+}
+
+fn lock(breaker: &Mutex<CircuitBreaker>) -> MutexGuard<'_, CircuitBreaker> {
+    breaker
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Admitted {
+    /// Tells the breaker how the attempt went: any answer that is not a retryable failure
+    /// shows the endpoint alive.
+    pub fn verdict(&mut self, classification: &Classification) {
+        let Some(mut ticket) = self.breaker.take() else {
+            return;
+        };
+        let now = Instant::now();
+        let changed = {
+            let mut breaker = lock(&ticket.breaker);
+            match classification {
+                Classification::Success | Classification::NonRetryable { .. } => {
+                    breaker.record_success(now, ticket.probe)
+                }
+                Classification::Retryable { .. } => breaker.record_failure(now, ticket.probe),
+            }
+        };
+        if let Some(state) = changed {
+            ticket.metrics.breaker_changed(&ticket.endpoint, state);
+        }
+        // The verdict is in: nothing to free on drop.
+        ticket.probe = false;
+    }
+}
+
+impl Drop for BreakerTicket {
+    fn drop(&mut self) {
+        if self.probe {
+            lock(&self.breaker).probe_abandoned();
+        }
+    }
+}
+
+/// Admits one attempt of `target`, or halts: deferred, or abandoned.
+pub(crate) async fn admit(
+    ctx: &Ctx,
+    delivery: &Delivery,
+    target: &Target,
+) -> Result<Admitted, Halt> {
+    let endpoint = &target.endpoint;
+    let strict = endpoint.config.strict_ordering;
+    let deadline = (!strict).then(|| Instant::now() + ctx.settings.queue_wait);
+    let first_tier = ctx.settings.first_tier_delay();
+
+    let mut breaker = if strict {
+        None
+    } else {
+        Some(breaker_ticket(ctx, target)?)
+    };
+    // The endpoint's queue: a fast endpoint frees a place soon, whatever its backlog; one
+    // that keeps every place for `queue_wait` is slow, and the record goes to a tier.
+    let slot = if strict {
+        None
+    } else {
+        let queue = Arc::clone(&endpoint.queue).acquire_owned();
+        Some(wait(delivery, deadline, queue, "endpoint_queue_full", first_tier).await?)
+    };
+    let permits = Arc::clone(&endpoint.permits).acquire_owned();
+    let endpoint_permit = wait(delivery, deadline, permits, "endpoint_busy", first_tier).await?;
+    if let Some(limiter) = &endpoint.limiter
+        && let Err(not_until) = limiter.check()
+    {
+        let wait_time = not_until.wait_time_from(limiter.clock().now());
+        let over = deadline.is_some_and(|deadline| Instant::now() + wait_time > deadline);
+        if over {
+            return Err(Halt::Defer {
+                why: "rate_limited",
+                wait: wait_time,
+            });
+        }
+        let ready = async {
+            limiter.until_ready().await;
+            Ok::<(), AcquireError>(())
+        };
+        let ready = wait(delivery, deadline, ready, "rate_limited", wait_time);
+        ready.await?;
+    }
+    let global = Arc::clone(&ctx.global).acquire_owned();
+    let global_permit = wait(delivery, deadline, global, "dispatcher_busy", first_tier).await?;
+    // The breaker may have opened while this record waited.
+    if breaker.as_ref().is_some_and(|ticket| !ticket.probe) {
+        breaker = Some(breaker_ticket(ctx, target)?);
+    }
+    Ok(Admitted {
+        _slot: slot,
+        _endpoint_permit: endpoint_permit,
+        _global_permit: global_permit,
+        breaker,
+    })
+}
+
+fn breaker_ticket(ctx: &Ctx, target: &Target) -> Result<BreakerTicket, Halt> {
+    let endpoint = &target.endpoint;
+    let (admission, changed) = lock(&endpoint.breaker).admit(Instant::now());
+    if let Some(state) = changed {
+        ctx.metrics.breaker_changed(&endpoint.id, state);
+    }
+    let probe = match admission {
+        Admission::Allow => false,
+        Admission::Probe => true,
+        Admission::Reject { retry_in } => {
+            return Err(Halt::Defer {
+                why: "circuit_open",
+                wait: retry_in.max(Duration::from_millis(1)),
+            });
+        }
+    };
+    Ok(BreakerTicket {
+        breaker: Arc::clone(&endpoint.breaker),
+        probe,
+        endpoint: endpoint.id.clone(),
+        metrics: ctx.metrics.clone(),
+    })
+}
+
+/// Waits for `future` until `deadline` (none: no deadline), the delivery's cancellation or
+/// its order to move on. A closed semaphore means the dispatcher is stopping.
+async fn wait<T>(
+    delivery: &Delivery,
+    deadline: Option<Instant>,
+    future: impl Future<Output = Result<T, AcquireError>>,
+    why: &'static str,
+    wait: Duration,
+) -> Result<T, Halt> {
+    let expired = async {
+        match deadline {
+            Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
+            None => std::future::pending().await,
+        }
+    };
+    let moved = async {
+        if deadline.is_some() {
+            delivery.move_on.cancelled().await;
+        } else {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        () = delivery.cancel.cancelled() => Err(Halt::Abandoned),
+        acquired = future => acquired.map_err(|_| Halt::Abandoned),
+        () = expired => Err(Halt::Defer { why, wait }),
+        () = moved => Err(Halt::Defer { why: "held_commit", wait }),
+    }
+}

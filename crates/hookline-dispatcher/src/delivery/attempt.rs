@@ -1,0 +1,38 @@
+//! Stage 4, attempt: one signed HTTP POST of the event to its target, as a span of the
+//! event's W3C trace (or the start of one), so receivers can join it.
+
+use hookline_core::WebhookEvent;
+use hookline_core::headers::TRACEPARENT;
+use hookline_core::trace::child_traceparent;
+
+use super::validate::Target;
+use super::{Ctx, now_ms};
+use crate::http::{Attempt, RequestParts, build_request};
+use crate::record::SourceRecord;
+
+/// Sends attempt `attempt_no` of `event` to `target`.
+pub(crate) async fn send(
+    ctx: &Ctx,
+    target: &Target,
+    event: &WebhookEvent,
+    record: &SourceRecord,
+    attempt_no: u32,
+) -> Attempt {
+    let endpoint = &target.endpoint;
+    let parent = record
+        .header(TRACEPARENT)
+        .and_then(|value| std::str::from_utf8(value).ok());
+    let traceparent = child_traceparent(parent, &mut rand::rng());
+    let request = build_request(
+        event,
+        RequestParts {
+            url: &target.url,
+            secrets: &endpoint.secrets,
+            endpoint_headers: &endpoint.headers,
+            timestamp_s: now_ms() / 1000,
+            traceparent: Some(&traceparent),
+            attempt: attempt_no,
+        },
+    );
+    ctx.http.send(&request, endpoint.timeout).await
+}

@@ -1,0 +1,112 @@
+//! Stage 1, decode: the record's retry state (read once, at intake, and honoured only on a
+//! tier topic, where hookline wrote it) and its event: JSON, or Confluent-framed Avro through
+//! the registry, whose outages are waited out rather than taken for bad records.
+
+use std::time::Duration;
+
+use hookline_core::WebhookEvent;
+use hookline_core::decision::{self, Schedule, TakeUp};
+use hookline_core::envelope::ErrorReason;
+use hookline_core::event::confluent_schema_id;
+use hookline_core::headers::DeliveryMeta;
+use hookline_core::policy::RetryTiers;
+
+use super::{Ctx, Delivery, Halt};
+use crate::envelope::Failure;
+use crate::record::SourceRecord;
+
+/// What intake learns from a record's headers, before it is handed to a task.
+#[derive(Debug)]
+pub(crate) enum Intake {
+    /// Deliver it now, with this retry state.
+    Deliver(DeliveryMeta),
+    /// A tier record whose attempt is not due yet though its time in the tier is up: write
+    /// it again (no attempt).
+    Hop(DeliveryMeta, Schedule),
+    /// A tier record that is not due: pause its partition until this time (epoch ms).
+    NotDue(i64),
+    /// Unreadable headers: park it as malformed.
+    Malformed(Failure),
+}
+
+/// Reads a record's retry state once. On the main topic hookline's delivery headers are
+/// ignored (a producer or a replay cannot pause a partition or skip attempts with them); on
+/// a tier topic they are honoured, but no due time holds the record longer than the tier's
+/// delay.
+pub(crate) fn intake(
+    record: &SourceRecord,
+    events_topic: &str,
+    tiers: &RetryTiers,
+    now_ms: i64,
+) -> Intake {
+    let fresh = || DeliveryMeta::new(record.topic.clone(), record.partition, record.offset);
+    if let Some(name) = &record.bad_header_name {
+        return Intake::Malformed(Failure::new(
+            ErrorReason::MalformedEvent,
+            format!("a header name is not UTF-8 ({name:?})"),
+        ));
+    }
+    let Some(tier) = tiers.tier_of_topic(events_topic, &record.topic) else {
+        return Intake::Deliver(fresh());
+    };
+    let meta = DeliveryMeta::from_headers(
+        record
+            .headers
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.as_deref())),
+    );
+    let meta = match meta {
+        Ok(Some(meta)) => meta,
+        Ok(None) => fresh(),
+        Err(error) => {
+            return Intake::Malformed(Failure::new(
+                ErrorReason::MalformedEvent,
+                format!("unreadable hookline headers: {error}"),
+            ));
+        }
+    };
+    match decision::take_up(tiers, tier.delay, meta.due_at_ms, meta.retry_at_ms, now_ms) {
+        TakeUp::Now => Intake::Deliver(meta),
+        TakeUp::PauseUntil(until) => Intake::NotDue(until),
+        TakeUp::Hop(schedule) => Intake::Hop(meta, schedule),
+    }
+}
+
+/// Decodes the record's value: Confluent-framed Avro when it starts with the magic byte,
+/// JSON otherwise. A registry that cannot answer now is waited for (until the record has to
+/// move on to a tier); a value that cannot be decoded is a malformed event.
+pub(crate) async fn event(ctx: &Ctx, delivery: &Delivery) -> Result<WebhookEvent, Halt> {
+    let malformed =
+        |message: String| Halt::Reject(Failure::new(ErrorReason::MalformedEvent, message));
+    let Some(value) = delivery.record.value.as_deref() else {
+        return Err(malformed("the record has no value".to_owned()));
+    };
+    if confluent_schema_id(value).is_none() {
+        return WebhookEvent::from_json(value)
+            .map_err(|error| malformed(format!("not a webhook event: {error}")));
+    }
+    let mut backoff = Duration::from_millis(200);
+    let decoded = loop {
+        match ctx.registry.decode(value).await {
+            Ok(decoded) => break decoded,
+            Err(error) if error.is_transient() => {
+                ctx.metrics.registry_wait();
+                tracing::warn!(%error, "the registry cannot answer; waiting to decode");
+                tokio::select! {
+                    () = delivery.cancel.cancelled() => return Err(Halt::Abandoned),
+                    () = delivery.move_on.cancelled() => {
+                        return Err(Halt::Defer {
+                            why: "registry_unavailable",
+                            wait: ctx.settings.first_tier_delay(),
+                        });
+                    }
+                    () = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(10));
+            }
+            Err(error) => return Err(malformed(format!("cannot decode the Avro value: {error}"))),
+        }
+    };
+    WebhookEvent::from_avro_value(decoded)
+        .map_err(|error| malformed(format!("not a webhook event: {error}")))
+}

@@ -1,0 +1,238 @@
+//! One delivery, from the consumed record to a durable outcome, as named stages read top to
+//! bottom: decode -> validate -> admit -> attempt -> decide (hookline-core) -> write the
+//! outcome. The poll loop then finishes the offset. A stage that cannot go on halts the
+//! delivery with a reason: rejected (park), deferred (a tier, no attempt spent), or abandoned
+//! (shutdown or revocation: the offset stays uncommitted).
+
+mod admit;
+mod attempt;
+mod decode;
+mod validate;
+mod write;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hookline_core::WebhookEvent;
+use hookline_core::classify::classify;
+use hookline_core::decision::{self, Decision, RetryState};
+use hookline_core::envelope::ErrorReason;
+use hookline_core::headers::DeliveryMeta;
+use hookline_core::policy::RetryPolicy;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+pub(crate) use decode::{Intake, intake};
+pub(crate) use write::{Abandoned, Writer};
+
+use crate::endpoints::{Endpoint, EndpointTable};
+use crate::envelope::Failure;
+use crate::events::{Lifecycle, Outcome, Step};
+use crate::http::HttpSender;
+use crate::ledger::Ledger;
+use crate::metrics::Metrics;
+use crate::record::SourceRecord;
+use crate::settings::Settings;
+
+/// The wall clock in epoch milliseconds (0 before 1970, saturated far in the future).
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Everything a delivery needs, shared by all of them.
+pub(crate) struct Ctx {
+    pub settings: Arc<Settings>,
+    pub registry: Arc<hookline_kafka::Registry>,
+    pub endpoints: Arc<EndpointTable>,
+    pub http: HttpSender,
+    pub writer: Writer,
+    /// The delivery ledger, when configured.
+    pub ledger: Option<Ledger>,
+    pub metrics: Metrics,
+    /// Attempts running at once, over all endpoints.
+    pub global: Arc<Semaphore>,
+}
+
+/// One record handed to a delivery task by the poll loop.
+pub(crate) struct Delivery {
+    pub record: SourceRecord,
+    /// What intake read from its headers (never `NotDue`: those are not handed over).
+    pub intake: Intake,
+    /// Cancelled when the record's partition is revoked and did not drain in time, or when
+    /// the shutdown grace period is over: the delivery stops where it is.
+    pub cancel: CancellationToken,
+    /// Cancelled when this record has held its partition's commit position too long: it
+    /// moves to a tier instead of waiting on.
+    pub move_on: CancellationToken,
+    /// The endpoint its key names, looked up once at intake (`None`: unknown, or the key is
+    /// not an endpoint id).
+    pub endpoint: Option<Arc<Endpoint>>,
+}
+
+/// Why a delivery stops before an outcome of its own.
+pub(crate) enum Halt {
+    /// Rejected before any attempt (malformed, unknown endpoint, blocked URL...): the DLQ.
+    Reject(Failure),
+    /// Given up after an attempt: the DLQ.
+    Park(Failure),
+    /// Put off without an attempt: a tier, for about `wait`.
+    Defer {
+        /// Why (a low-cardinality label).
+        why: &'static str,
+        /// How long it should wait.
+        wait: Duration,
+    },
+    /// Stopped: nothing was made durable, the offset stays uncommitted.
+    Abandoned,
+}
+
+impl From<Abandoned> for Halt {
+    fn from(_: Abandoned) -> Self {
+        Halt::Abandoned
+    }
+}
+
+/// What a delivery learnt on its way, for whatever outcome it reaches.
+pub(crate) struct Job<'a> {
+    /// The retry state: as read from a tier record, then as after the last attempt.
+    pub meta: DeliveryMeta,
+    /// The decoded event, once decoded.
+    pub event: Option<WebhookEvent>,
+    /// The URL delivered to, once chosen.
+    pub url: Option<String>,
+    /// The retry policy: the dispatcher's, then the endpoint's once it is known.
+    pub retry: RetryPolicy,
+    pub life: Lifecycle<'a>,
+}
+
+/// Delivers one record to a durable outcome (or abandons it), and emits that outcome.
+#[tracing::instrument(name = "delivery", skip_all, fields(
+    topic = %delivery.record.topic, partition = delivery.record.partition,
+    offset = delivery.record.offset, event_id = tracing::field::Empty,
+    endpoint = tracing::field::Empty, attempt = tracing::field::Empty,
+))]
+pub(crate) async fn run(ctx: &Ctx, delivery: &Delivery) -> Result<Outcome, Abandoned> {
+    let record = &delivery.record;
+    let mut job = Job {
+        meta: DeliveryMeta::new(record.topic.clone(), record.partition, record.offset),
+        event: None,
+        url: None,
+        retry: ctx.settings.retry,
+        life: Lifecycle::new(&ctx.metrics),
+    };
+    let outcome = match stages(ctx, delivery, &mut job).await {
+        Ok(outcome) => outcome,
+        Err(Halt::Abandoned) => return Err(Abandoned),
+        Err(Halt::Reject(failure)) => {
+            job.life.step(Step::Reject);
+            write::park(ctx, delivery, &job, failure).await?
+        }
+        Err(Halt::Park(failure)) => write::park(ctx, delivery, &job, failure).await?,
+        Err(Halt::Defer { why, wait }) => write::defer(ctx, delivery, &mut job, why, wait).await?,
+    };
+    outcome.emit(&ctx.metrics, &mut job.life);
+    Ok(outcome)
+}
+
+async fn stages(ctx: &Ctx, delivery: &Delivery, job: &mut Job<'_>) -> Result<Outcome, Halt> {
+    job.life.step(Step::Validate);
+    let span = tracing::Span::current();
+    match &delivery.intake {
+        Intake::Deliver(meta) => job.meta = meta.clone(),
+        Intake::Hop(meta, schedule) => {
+            job.meta = meta.clone();
+            return write::hop(ctx, delivery, job, schedule.clone())
+                .await
+                .map_err(Halt::from);
+        }
+        Intake::Malformed(failure) => return Err(Halt::Reject(failure.clone())),
+        Intake::NotDue(_) => {
+            tracing::error!("a record that is not due was handed to a delivery");
+            return Err(Halt::Abandoned);
+        }
+    }
+    span.record("attempt", job.meta.attempt.saturating_add(1));
+    let event = job.event.insert(decode::event(ctx, delivery).await?);
+    span.record("event_id", event.event_id.as_str());
+    span.record("endpoint", event.endpoint_id.as_str());
+    let target = validate::target(ctx, delivery, event).await?;
+    job.url = Some(target.url.clone());
+    job.retry = target.endpoint.retry;
+    if validate::already_delivered(ctx, event).await {
+        return Ok(Outcome::DuplicateSuppressed);
+    }
+    job.life.step(Step::Process);
+    loop {
+        let mut admitted = admit::admit(ctx, delivery, &target).await?;
+        let attempt_no = job.meta.attempt.saturating_add(1);
+        span.record("attempt", attempt_no);
+        let now = now_ms();
+        let first_attempt_at = job.meta.first_attempt_at_ms.unwrap_or(now);
+        let attempt = attempt::send(ctx, &target, event, &delivery.record, attempt_no).await;
+        let classification = classify(attempt.outcome, &ctx.settings.classify);
+        admitted.verdict(&classification);
+        ctx.metrics.attempt(classification.code(), attempt.took);
+        job.meta.attempt = attempt_no;
+        job.meta.first_attempt_at_ms = Some(first_attempt_at);
+        job.meta.last_error = Some(attempt.detail.clone());
+        let state = RetryState {
+            attempts_made: attempt_no,
+            age_origin_ms: target.age_origin(first_attempt_at, event),
+        };
+        let now = now_ms();
+        let next = decision::after_attempt(
+            state,
+            &target.endpoint.retry,
+            &classification,
+            now,
+            &ctx.settings.tiers,
+            &mut rand::rng(),
+        );
+        drop(admitted);
+        match next {
+            Decision::Delivered => {
+                validate::remember_delivered(ctx, event).await;
+                return Ok(Outcome::Delivered { took: attempt.took });
+            }
+            Decision::Park(reason) => {
+                job.life.step(Step::Fail);
+                let message = match reason {
+                    ErrorReason::RetriesExhausted | ErrorReason::MaxAgeExceeded => {
+                        format!("after {attempt_no} attempts: {}", attempt.detail)
+                    }
+                    _ => attempt.detail.clone(),
+                };
+                let failure = Failure::new(reason, message)
+                    .with_status(attempt.status())
+                    .at(&target.url);
+                return Err(Halt::Park(failure));
+            }
+            Decision::Retry(schedule) if target.endpoint.config.strict_ordering => {
+                // A strict endpoint's records wait in place, in partition order (the poll
+                // loop chains them): nothing may overtake a record being retried.
+                job.life.step(Step::Fail);
+                job.life.step(Step::Schedule);
+                let at = schedule.retry_at_ms.unwrap_or(schedule.due_at_ms);
+                let wait = u64::try_from(at.saturating_sub(now)).unwrap_or(0);
+                tracing::info!(
+                    error = %attempt.detail, delay_ms = wait,
+                    "attempt failed; retrying in place to keep the endpoint's order"
+                );
+                tokio::select! {
+                    () = delivery.cancel.cancelled() => return Err(Halt::Abandoned),
+                    () = tokio::time::sleep(Duration::from_millis(wait)) => {}
+                }
+                job.life.step(Step::Resume);
+            }
+            Decision::Retry(schedule) => {
+                job.life.step(Step::Fail);
+                let reason = classification.code();
+                return write::retry(ctx, delivery, job, schedule, reason, &attempt.detail)
+                    .await
+                    .map_err(Halt::from);
+            }
+        }
+    }
+}

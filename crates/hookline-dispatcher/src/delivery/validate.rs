@@ -1,0 +1,113 @@
+//! Stage 2, validate: the event's own checks, its endpoint (looked up once), the URL it goes
+//! to (chosen once) and the address guard; and the delivery ledger, which may know that the
+//! endpoint has this event already.
+
+use std::sync::Arc;
+
+use hookline_core::WebhookEvent;
+use hookline_core::envelope::ErrorReason;
+
+use super::{Ctx, Delivery, Halt, now_ms};
+use crate::endpoints::Endpoint;
+use crate::envelope::Failure;
+use crate::http::precheck;
+
+/// Where a validated event goes.
+pub(crate) struct Target {
+    pub endpoint: Arc<Endpoint>,
+    /// The URL of every attempt: the event's own, else the endpoint's.
+    pub url: String,
+}
+
+impl Target {
+    /// Where the delivery's age counts from. A strict endpoint retries in place, in memory,
+    /// so a restart forgets its first attempt: its age counts from the event's creation too,
+    /// which a dispatcher cannot forget, so a dead strict endpoint is parked after the
+    /// maximum age whatever the restarts.
+    pub fn age_origin(&self, first_attempt_at_ms: i64, event: &WebhookEvent) -> i64 {
+        let created = event.created_at_ms;
+        if self.endpoint.config.strict_ordering && created > 0 {
+            first_attempt_at_ms.min(created)
+        } else {
+            first_attempt_at_ms
+        }
+    }
+}
+
+/// Validates `event` and finds where it goes, or rejects it.
+pub(crate) async fn target(
+    ctx: &Ctx,
+    delivery: &Delivery,
+    event: &WebhookEvent,
+) -> Result<Target, Halt> {
+    if let Err(error) = event.validate(ctx.settings.max_payload_bytes) {
+        return Err(Halt::Reject(Failure::new(
+            error.reason(),
+            error.to_string(),
+        )));
+    }
+    // Intake looked the record's key up; an event that names another endpoint than its key
+    // is looked up by the name it carries.
+    let endpoint = match &delivery.endpoint {
+        Some(endpoint) if endpoint.id == event.endpoint_id => Some(Arc::clone(endpoint)),
+        Some(_) | None => ctx.endpoints.get(&event.endpoint_id),
+    };
+    let Some(endpoint) = endpoint else {
+        return Err(Halt::Reject(Failure::new(
+            ErrorReason::UnknownEndpoint,
+            format!("no endpoint {:?} is configured", event.endpoint_id),
+        )));
+    };
+    let url = event
+        .endpoint_url
+        .clone()
+        .unwrap_or_else(|| endpoint.config.url.clone());
+    if !endpoint.config.enabled {
+        let message = format!("endpoint {} is disabled", endpoint.id);
+        let failure = Failure::new(ErrorReason::EndpointDisabled, message).at(&url);
+        return Err(Halt::Reject(failure));
+    }
+    if let Err(error) = precheck(&url, &ctx.settings.address_policy).await {
+        let failure = Failure::new(ErrorReason::BlockedUrl, error.to_string()).at(&url);
+        return Err(Halt::Reject(failure));
+    }
+    Ok(Target { endpoint, url })
+}
+
+/// Whether the ledger knows that the endpoint acknowledged this event already. A ledger
+/// that cannot answer does not hold the delivery up: it is attempted (at-least-once).
+pub(crate) async fn already_delivered(ctx: &Ctx, event: &WebhookEvent) -> bool {
+    let Some(ledger) = &ctx.ledger else {
+        return false;
+    };
+    match ledger
+        .was_delivered(&event.endpoint_id, &event.event_id)
+        .await
+    {
+        Ok(known) => known,
+        Err(error) => {
+            ctx.metrics.ledger_error(error.op());
+            tracing::warn!(%error, "the delivery ledger cannot be checked; delivering anyway");
+            false
+        }
+    }
+}
+
+/// Remembers a 2xx in the ledger. The endpoint has the event whatever happens here, so a
+/// failure is logged and counted, never turned into a retry.
+pub(crate) async fn remember_delivered(ctx: &Ctx, event: &WebhookEvent) {
+    let Some(ledger) = &ctx.ledger else {
+        return;
+    };
+    match ledger
+        .record_delivered(&event.endpoint_id, &event.event_id, now_ms())
+        .await
+    {
+        Ok(true) => {}
+        Ok(false) => tracing::info!("the delivery ledger had this delivery already"),
+        Err(error) => {
+            ctx.metrics.ledger_error(error.op());
+            tracing::warn!(%error, "the delivery could not be remembered in the ledger");
+        }
+    }
+}

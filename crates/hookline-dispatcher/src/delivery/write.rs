@@ -1,0 +1,384 @@
+//! Stage 6, write the outcome: a retry copy in a tier (after a failed attempt, a deferral or
+//! a hop) or an envelope in the DLQ, acknowledged by Kafka (idempotent producer, acks=all)
+//! before the source offset may be stored. A broker that is down is waited for; a write that
+//! can never succeed (a record over the size limit, a record the broker calls invalid) is
+//! permanent: a copy that cannot be written is parked, and an envelope that cannot be
+//! written is written again with the original payload cut, as its fields say.
+
+use std::time::Duration;
+
+use hookline_core::decision::{self, Decision, Schedule};
+use hookline_core::envelope::{ErrorReason, Fit};
+use hookline_core::headers::{DeliveryMeta, is_delivery_header};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use tokio_util::sync::CancellationToken;
+
+use super::{Ctx, Delivery, Job, now_ms};
+use crate::envelope::{Failure, build_envelope};
+use crate::events::Outcome;
+use crate::record::SourceRecord;
+
+/// The outcome could not be made durable before the dispatcher had to stop (or the
+/// partition went to another consumer); the source offset stays uncommitted and the record
+/// is delivered again by whoever consumes it next.
+#[derive(Debug, thiserror::Error)]
+#[error("stopped before the outcome was durable")]
+pub struct Abandoned;
+
+/// Why a write did not happen.
+enum WriteError {
+    /// It can never succeed as it is.
+    Permanent(KafkaError),
+    /// The dispatcher stopped waiting for the broker.
+    Abandoned,
+}
+
+/// Writes retry copies and DLQ envelopes.
+pub(crate) struct Writer {
+    producer: FutureProducer,
+    dlq_topic: String,
+    /// The id the registry gave the DLQ envelope schema at start-up: parking frames with it
+    /// and needs no registry call.
+    dlq_schema_id: u32,
+    /// The producer's `message.max.bytes`.
+    max_message_bytes: usize,
+}
+
+const FIRST_BACKOFF: Duration = Duration::from_millis(200);
+const MAX_BACKOFF: Duration = Duration::from_secs(10);
+/// Room left for a record's framing, key and headers beside its value.
+const RECORD_OVERHEAD: usize = 512;
+/// The size an envelope is cut to when the DLQ topic refuses even one within the producer's
+/// limit (a topic whose `max.message.bytes` is smaller).
+const SMALL_ENVELOPE: usize = 64 * 1024;
+
+impl Writer {
+    pub fn new(
+        producer: FutureProducer,
+        dlq_topic: String,
+        dlq_schema_id: u32,
+        max_message_bytes: usize,
+    ) -> Self {
+        Writer {
+            producer,
+            dlq_topic,
+            dlq_schema_id,
+            max_message_bytes,
+        }
+    }
+
+    /// Writes `record`'s key and value unchanged to `topic`, with `meta` as its headers.
+    async fn copy(
+        &self,
+        record: &SourceRecord,
+        meta: &DeliveryMeta,
+        topic: &str,
+        cancel: &CancellationToken,
+    ) -> Result<(), WriteError> {
+        let headers = carried_headers(record, meta);
+        let (key, value) = (record.key.as_deref(), record.value.as_deref());
+        self.produce(topic, key, value, &headers, cancel).await
+    }
+
+    /// The one write loop: waits out a broker that is down (backing off), returns at once
+    /// on a permanent error or when cancelled.
+    async fn produce(
+        &self,
+        topic: &str,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[(String, Vec<u8>)],
+        cancel: &CancellationToken,
+    ) -> Result<(), WriteError> {
+        let mut backoff = FIRST_BACKOFF;
+        loop {
+            let mut owned = OwnedHeaders::new_with_capacity(headers.len());
+            for (name, bytes) in headers {
+                owned = owned.insert(Header {
+                    key: name,
+                    value: Some(bytes),
+                });
+            }
+            let mut record: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(topic).headers(owned);
+            if let Some(key) = key {
+                record = record.key(key);
+            }
+            if let Some(value) = value {
+                record = record.payload(value);
+            }
+            let sent = tokio::select! {
+                () = cancel.cancelled() => return Err(WriteError::Abandoned),
+                sent = self.producer.send(record, Duration::from_secs(30)) => sent,
+            };
+            let error = match sent {
+                Ok(_) => return Ok(()),
+                Err((error, _)) => error,
+            };
+            if is_permanent(&error) {
+                tracing::warn!(%error, topic, "a write that can never succeed");
+                return Err(WriteError::Permanent(error));
+            }
+            tracing::warn!(%error, topic, "writing a record failed; retrying");
+            tokio::select! {
+                () = cancel.cancelled() => return Err(WriteError::Abandoned),
+                () = tokio::time::sleep(backoff) => backoff = (backoff * 2).min(MAX_BACKOFF),
+            }
+        }
+    }
+}
+
+/// Whether a produce error can never succeed for this record as it is.
+fn is_permanent(error: &KafkaError) -> bool {
+    let KafkaError::MessageProduction(code) = error else {
+        return false;
+    };
+    matches!(
+        code,
+        RDKafkaErrorCode::MessageSizeTooLarge
+            | RDKafkaErrorCode::InvalidMessageSize
+            | RDKafkaErrorCode::MessageBatchTooLarge
+            | RDKafkaErrorCode::InvalidMessage
+            | RDKafkaErrorCode::InvalidRecord
+            | RDKafkaErrorCode::BadMessage
+            | RDKafkaErrorCode::PolicyViolation
+    )
+}
+
+/// The DLQ reason of a record whose copy can never be written.
+fn permanent_reason(error: &KafkaError) -> ErrorReason {
+    match error {
+        KafkaError::MessageProduction(
+            RDKafkaErrorCode::MessageSizeTooLarge
+            | RDKafkaErrorCode::InvalidMessageSize
+            | RDKafkaErrorCode::MessageBatchTooLarge,
+        ) => ErrorReason::PayloadTooLarge,
+        _ => ErrorReason::MalformedEvent,
+    }
+}
+
+/// A failed attempt's retry copy in `schedule`'s tier.
+pub(crate) async fn retry(
+    ctx: &Ctx,
+    delivery: &Delivery,
+    job: &mut Job<'_>,
+    schedule: Schedule,
+    reason: &'static str,
+    detail: &str,
+) -> Result<Outcome, Abandoned> {
+    let delay_ms = schedule
+        .retry_at_ms
+        .unwrap_or(schedule.due_at_ms)
+        .saturating_sub(now_ms());
+    let tier = schedule.tier.suffix.clone();
+    let failed = |error: &KafkaError| {
+        let message = format!(
+            "after {}: {detail}; the retry copy: {error}",
+            job.meta.attempt
+        );
+        Failure::new(permanent_reason(error), message)
+    };
+    job.meta.due_at_ms = Some(schedule.due_at_ms);
+    job.meta.retry_at_ms = schedule.retry_at_ms;
+    let topic = ctx
+        .settings
+        .tiers
+        .topic(&ctx.settings.events_topic, &schedule.tier);
+    match ctx
+        .writer
+        .copy(&delivery.record, &job.meta, &topic, &delivery.cancel)
+        .await
+    {
+        Ok(()) => Ok(Outcome::RetryScheduled {
+            tier,
+            reason,
+            delay_ms,
+        }),
+        Err(WriteError::Abandoned) => Err(Abandoned),
+        Err(WriteError::Permanent(error)) => {
+            let failure = failed(&error);
+            park(ctx, delivery, job, failure).await
+        }
+    }
+}
+
+/// A record put off without an attempt: to a tier for about `wait` (no attempt spent, no
+/// climb through the tiers), or to the DLQ once past its maximum age.
+pub(crate) async fn defer(
+    ctx: &Ctx,
+    delivery: &Delivery,
+    job: &mut Job<'_>,
+    why: &'static str,
+    wait: Duration,
+) -> Result<Outcome, Abandoned> {
+    let now = now_ms();
+    let policy = job.retry;
+    match decision::deferral(
+        job.meta.first_attempt_at_ms,
+        &policy,
+        wait,
+        now,
+        &ctx.settings.tiers,
+    ) {
+        Decision::Retry(schedule) => {
+            // A deferred record's age counts from its first deferral too, so that a breaker
+            // that never closes still ends in the DLQ after the maximum age.
+            job.meta.first_attempt_at_ms = Some(job.meta.first_attempt_at_ms.unwrap_or(now));
+            let tier = schedule.tier.suffix.clone();
+            write_again(
+                ctx,
+                delivery,
+                job,
+                schedule,
+                Outcome::Deferred { tier, why },
+            )
+            .await
+        }
+        Decision::Park(reason) => {
+            let failure = Failure::new(reason, format!("{why} past the maximum age"));
+            park(ctx, delivery, job, failure).await
+        }
+        Decision::Delivered => Err(Abandoned),
+    }
+}
+
+/// A tier record whose wait outlasts its tier, written again for the rest of it.
+pub(crate) async fn hop(
+    ctx: &Ctx,
+    delivery: &Delivery,
+    job: &mut Job<'_>,
+    schedule: Schedule,
+) -> Result<Outcome, Abandoned> {
+    let tier = schedule.tier.suffix.clone();
+    write_again(ctx, delivery, job, schedule, Outcome::Hopped { tier }).await
+}
+
+async fn write_again(
+    ctx: &Ctx,
+    delivery: &Delivery,
+    job: &mut Job<'_>,
+    schedule: Schedule,
+    outcome: Outcome,
+) -> Result<Outcome, Abandoned> {
+    job.meta.due_at_ms = Some(schedule.due_at_ms);
+    job.meta.retry_at_ms = schedule.retry_at_ms;
+    let topic = ctx
+        .settings
+        .tiers
+        .topic(&ctx.settings.events_topic, &schedule.tier);
+    match ctx
+        .writer
+        .copy(&delivery.record, &job.meta, &topic, &delivery.cancel)
+        .await
+    {
+        Ok(()) => Ok(outcome),
+        Err(WriteError::Abandoned) => Err(Abandoned),
+        Err(WriteError::Permanent(error)) => {
+            let message = format!("the retry copy cannot be written: {error}");
+            let failure = Failure::new(permanent_reason(&error), message);
+            park(ctx, delivery, job, failure).await
+        }
+    }
+}
+
+/// Writes the DLQ envelope of `failure`. It is framed with the DLQ schema id registered at
+/// start-up (no registry call), and cut to fit the producer's limit; if the topic still
+/// refuses it as too large, it is cut to a small size; an envelope that is refused even
+/// then is retried with backoff (the DLQ topic itself is broken: an operator's problem,
+/// shown in the logs and metrics), never dropped.
+pub(crate) async fn park(
+    ctx: &Ctx,
+    delivery: &Delivery,
+    job: &Job<'_>,
+    failure: Failure,
+) -> Result<Outcome, Abandoned> {
+    let writer = &ctx.writer;
+    let record = &delivery.record;
+    let failure = match (&failure.target_url, &job.url) {
+        (None, Some(url)) => failure.at(url),
+        _ => failure,
+    };
+    let mut envelope = build_envelope(
+        record,
+        &job.meta,
+        job.event.as_ref(),
+        &failure,
+        now_ms(),
+        &ctx.settings.dispatcher_id,
+    );
+    let headers = carried_headers(record, &job.meta);
+    let beside: usize = headers
+        .iter()
+        .map(|(name, value)| name.len() + value.len())
+        .sum::<usize>()
+        + record.key.as_ref().map_or(0, Vec::len)
+        + RECORD_OVERHEAD;
+    let mut limit = writer.max_message_bytes.saturating_sub(beside);
+    let mut backoff = FIRST_BACKOFF;
+    loop {
+        if let Fit::TooLarge { framed_len } = envelope.fit_within(limit) {
+            tracing::error!(
+                framed_len,
+                limit,
+                "a DLQ envelope cannot be cut to the limit"
+            );
+        }
+        let bytes = match envelope.to_framed_avro(writer.dlq_schema_id) {
+            Ok(bytes) => bytes,
+            Err(error) => {
+                // The envelope is built by this crate from a fixed schema: a bug.
+                tracing::error!(%error, "the DLQ envelope cannot be encoded");
+                return Err(Abandoned);
+            }
+        };
+        let key = record.key.as_deref();
+        match writer
+            .produce(
+                &writer.dlq_topic,
+                key,
+                Some(&bytes),
+                &headers,
+                &delivery.cancel,
+            )
+            .await
+        {
+            Ok(()) => {
+                return Ok(Outcome::Parked {
+                    reason: failure.reason,
+                    message: failure.message,
+                    payload_cut: envelope.original_payload_truncated,
+                });
+            }
+            Err(WriteError::Abandoned) => return Err(Abandoned),
+            Err(WriteError::Permanent(error)) if limit > SMALL_ENVELOPE => {
+                tracing::warn!(%error, "the DLQ refused the envelope; cutting it further");
+                limit = SMALL_ENVELOPE;
+            }
+            Err(WriteError::Permanent(error)) => {
+                ctx.metrics.dlq_write_refused();
+                tracing::error!(%error, "the DLQ topic refuses even a small envelope; retrying");
+                tokio::select! {
+                    () = delivery.cancel.cancelled() => return Err(Abandoned),
+                    () = tokio::time::sleep(backoff) => backoff = (backoff * 2).min(MAX_BACKOFF),
+                }
+            }
+        }
+    }
+}
+
+/// The original record's headers without hookline's delivery headers, then `meta`'s.
+fn carried_headers(record: &SourceRecord, meta: &DeliveryMeta) -> Vec<(String, Vec<u8>)> {
+    let mut headers: Vec<(String, Vec<u8>)> = record
+        .headers
+        .iter()
+        .filter(|(name, _)| !is_delivery_header(name))
+        .map(|(name, value)| (name.clone(), value.clone().unwrap_or_default()))
+        .collect();
+    headers.extend(
+        meta.to_headers()
+            .into_iter()
+            .map(|(name, value)| (name.to_owned(), value)),
+    );
+    headers
+}

@@ -1,0 +1,9 @@
+//! Outbound HTTP: the request built from an event (pure), the address guard, the client.
+
+mod client;
+mod guard;
+mod request;
+
+pub use client::{Attempt, HttpSender};
+pub use guard::precheck;
+pub use request::{RequestParts, build_request};

@@ -1,0 +1,322 @@
+//! The dispatcher's validated runtime settings: [`DispatcherConfig`] converted once, every
+//! field checked (naming the field at fault), durations and policies built.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use hookline_core::breaker::BreakerPolicy;
+use hookline_core::classify::ClassifyConfig;
+use hookline_core::policy::{PolicyError, RetryPolicy, RetryTiers, parse_suffix};
+use hookline_core::url_guard::AddressPolicy;
+use hookline_kafka::{Compatibility, KafkaSettings, RegistrySettings};
+
+use crate::config::{BreakerConfig, DispatcherConfig, LedgerConfig};
+use crate::error::{DispatchError, Result};
+use crate::ledger::LedgerSettings;
+
+impl DispatcherConfig {
+    /// Validates every field and converts durations and policies, naming the field at fault.
+    pub fn into_settings(self) -> Result<Settings> {
+        let retry = self
+            .retry
+            .to_policy_at("retry")
+            .map_err(|error| match error {
+                PolicyError::Invalid { field, reason } => DispatchError::config(&field, reason),
+                other => DispatchError::config("retry", other.to_string()),
+            })?;
+        let classify = self.status.to_classify_config("status").map_err(|error| {
+            let reason = format!("{} is not a {} status", error.status, error.expected);
+            DispatchError::config(&error.field, reason)
+        })?;
+        if self.topics.retry_tiers.is_empty() {
+            return Err(DispatchError::config(
+                "topics.retry_tiers",
+                "at least one tier is needed",
+            ));
+        }
+        let delays = self
+            .topics
+            .retry_tiers
+            .iter()
+            .map(|suffix| parse_suffix(suffix))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|error| DispatchError::config("topics.retry_tiers", error.to_string()))?;
+        let tiers = RetryTiers::new(delays)
+            .map_err(|error| DispatchError::config("topics.retry_tiers", error.to_string()))?;
+        let largest = tiers
+            .tiers()
+            .last()
+            .map_or(Duration::ZERO, |tier| tier.delay);
+        if retry.cap > largest {
+            return Err(DispatchError::config(
+                "retry.cap_ms",
+                format!(
+                    "{} ms is above the largest retry tier ({} ms): lower it or add a tier",
+                    retry.cap.as_millis(),
+                    largest.as_millis()
+                ),
+            ));
+        }
+        non_empty("topics.events", &self.topics.events)?;
+        non_empty("group_id", &self.group_id)?;
+        non_empty("kafka.bootstrap_servers", &self.kafka.bootstrap_servers)?;
+        if !(self.registry.url.starts_with("http://") || self.registry.url.starts_with("https://"))
+        {
+            return Err(DispatchError::config(
+                "registry.url",
+                "must be an http(s) URL",
+            ));
+        }
+        positive("http.timeout_ms", self.http.timeout_ms)?;
+        positive(
+            "concurrency.max_in_flight",
+            self.concurrency.max_in_flight as u64,
+        )?;
+        positive(
+            "concurrency.max_pending",
+            self.concurrency.max_pending as u64,
+        )?;
+        positive(
+            "concurrency.per_endpoint",
+            u64::from(self.concurrency.per_endpoint),
+        )?;
+        positive("http.max_payload_bytes", self.http.max_payload_bytes as u64)?;
+        let max_message_bytes = self.kafka.max_message_bytes().map_err(|reason| {
+            DispatchError::config("kafka.properties.message.max.bytes", reason)
+        })?;
+        let room = max_message_bytes.saturating_sub(PAYLOAD_HEADROOM);
+        if self.http.max_payload_bytes > room {
+            return Err(DispatchError::config(
+                "http.max_payload_bytes",
+                format!(
+                    "must be at most the producer's message.max.bytes ({max_message_bytes}) \
+                     less {PAYLOAD_HEADROOM}, i.e. {room}, so that retry copies and DLQ \
+                     envelopes of a deliverable event can be written"
+                ),
+            ));
+        }
+        if self.concurrency.per_endpoint_queue > self.concurrency.max_pending / 2 {
+            return Err(DispatchError::config(
+                "concurrency.per_endpoint_queue",
+                "must be at most half of concurrency.max_pending, so that one endpoint \
+                 cannot take every record in flight",
+            ));
+        }
+        positive(
+            "concurrency.max_uncommitted_per_partition",
+            self.concurrency.max_uncommitted_per_partition,
+        )?;
+        positive("concurrency.max_hold_ms", self.concurrency.max_hold_ms)?;
+        let breaker = self.breaker.to_policy()?;
+        let admin_listen = if self.admin.listen.is_empty() {
+            None
+        } else {
+            Some(self.admin.listen.parse::<SocketAddr>().map_err(|error| {
+                DispatchError::config("admin.listen", format!("{:?}: {error}", self.admin.listen))
+            })?)
+        };
+        let dlq_topic = self
+            .topics
+            .dlq
+            .clone()
+            .unwrap_or_else(|| format!("{}.dlq", self.topics.events));
+        let address_policy = AddressPolicy {
+            allow_loopback: self.outbound.allow_loopback,
+            allow_private: self.outbound.allow_private,
+            allow_link_local: self.outbound.allow_link_local,
+            ..AddressPolicy::default()
+        };
+        let dispatcher_id = self
+            .dispatcher_id
+            .clone()
+            .unwrap_or_else(default_dispatcher_id);
+        let ledger = self.ledger.to_settings()?;
+        Ok(Settings {
+            endpoints_topic: (!self.topics.endpoints.is_empty())
+                .then(|| self.topics.endpoints.clone()),
+            events_topic: self.topics.events,
+            dlq_topic,
+            endpoints_file: self.endpoints_file,
+            kafka: self.kafka,
+            registry: self.registry,
+            group_id: self.group_id,
+            dispatcher_id,
+            tiers,
+            retry,
+            classify,
+            address_policy,
+            timeout: Duration::from_millis(self.http.timeout_ms),
+            max_payload_bytes: self.http.max_payload_bytes,
+            max_response_bytes: self.http.max_response_bytes,
+            user_agent: self.http.user_agent,
+            max_in_flight: self.concurrency.max_in_flight,
+            max_pending: self.concurrency.max_pending,
+            per_endpoint_concurrency: self.concurrency.per_endpoint,
+            per_endpoint_queue: self.concurrency.per_endpoint_queue,
+            queue_wait: Duration::from_millis(self.concurrency.queue_wait_ms),
+            max_uncommitted: i64::try_from(self.concurrency.max_uncommitted_per_partition)
+                .unwrap_or(i64::MAX),
+            max_hold: Duration::from_millis(self.concurrency.max_hold_ms),
+            max_message_bytes,
+            breaker,
+            admin_listen,
+            shutdown_grace: Duration::from_millis(self.shutdown_grace_ms),
+            dlq_compatibility: self.dlq_compatibility,
+            ledger,
+        })
+    }
+}
+
+/// Room kept between the producer's limit and the largest payload, for the event's other
+/// fields and the headers of a retry copy or a DLQ envelope.
+const PAYLOAD_HEADROOM: usize = 64 * 1024;
+
+impl BreakerConfig {
+    fn to_policy(&self) -> Result<BreakerPolicy> {
+        if !(1..=100).contains(&self.failure_rate_percent) {
+            return Err(DispatchError::config(
+                "breaker.failure_rate_percent",
+                "must be 1 to 100",
+            ));
+        }
+        positive("breaker.window_ms", self.window_ms)?;
+        positive("breaker.open_ms", self.open_ms)?;
+        positive("breaker.half_open_probes", u64::from(self.half_open_probes))?;
+        Ok(BreakerPolicy {
+            failure_rate_percent: self.failure_rate_percent,
+            minimum_requests: self.minimum_requests,
+            window: Duration::from_millis(self.window_ms),
+            open_for: Duration::from_millis(self.open_ms),
+            half_open_probes: self.half_open_probes,
+        })
+    }
+}
+
+impl Settings {
+    /// The shortest tier's delay: where a record put off for a moment goes.
+    pub fn first_tier_delay(&self) -> Duration {
+        self.tiers
+            .tiers()
+            .first()
+            .map_or(Duration::from_secs(1), |tier| tier.delay)
+    }
+}
+
+impl LedgerConfig {
+    /// `None` without a URL; otherwise validated settings (the URL is parsed, not dialled).
+    fn to_settings(&self) -> Result<Option<LedgerSettings>> {
+        let Some(url) = self
+            .redis_url
+            .as_deref()
+            .map(str::trim)
+            .filter(|url| !url.is_empty())
+        else {
+            return Ok(None);
+        };
+        positive("ledger.ttl_s", self.ttl_s)?;
+        positive("ledger.timeout_ms", self.timeout_ms)?;
+        let settings = LedgerSettings {
+            redis_url: url.to_owned(),
+            ttl: Duration::from_secs(self.ttl_s),
+            key_prefix: self.key_prefix.clone(),
+            timeout: Duration::from_millis(self.timeout_ms),
+        };
+        settings
+            .client()
+            .map_err(|error| DispatchError::config("ledger.redis_url", error.to_string()))?;
+        Ok(Some(settings))
+    }
+}
+
+fn non_empty(field: &str, value: &str) -> Result<()> {
+    if value.trim().is_empty() {
+        Err(DispatchError::config(field, "must not be empty"))
+    } else {
+        Ok(())
+    }
+}
+
+fn positive(field: &str, value: u64) -> Result<()> {
+    if value == 0 {
+        Err(DispatchError::config(field, "must be at least 1"))
+    } else {
+        Ok(())
+    }
+}
+
+fn default_dispatcher_id() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|h| h.trim().to_owned())
+        })
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "dispatcher".to_owned());
+    format!("{host}-{}", std::process::id())
+}
+
+/// Validated runtime settings of a dispatcher.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Kafka connection.
+    pub kafka: KafkaSettings,
+    /// Registry connection.
+    pub registry: RegistrySettings,
+    /// Consumer group.
+    pub group_id: String,
+    /// This replica's name.
+    pub dispatcher_id: String,
+    /// The main topic.
+    pub events_topic: String,
+    /// The DLQ topic.
+    pub dlq_topic: String,
+    /// The endpoints topic, if used.
+    pub endpoints_topic: Option<String>,
+    /// The endpoints file, if used.
+    pub endpoints_file: Option<PathBuf>,
+    /// The retry tiers.
+    pub tiers: RetryTiers,
+    /// The default retry policy.
+    pub retry: RetryPolicy,
+    /// Status classification.
+    pub classify: ClassifyConfig,
+    /// Outbound address policy.
+    pub address_policy: AddressPolicy,
+    /// Default attempt timeout.
+    pub timeout: Duration,
+    /// Largest payload delivered.
+    pub max_payload_bytes: usize,
+    /// Most response bytes read.
+    pub max_response_bytes: usize,
+    /// The User-Agent.
+    pub user_agent: String,
+    /// Global attempt concurrency.
+    pub max_in_flight: usize,
+    /// Unfinished records at most.
+    pub max_pending: usize,
+    /// Default per-endpoint concurrency.
+    pub per_endpoint_concurrency: u32,
+    /// Per-endpoint queue places.
+    pub per_endpoint_queue: usize,
+    /// How long a record waits for a queue place before deferral.
+    pub queue_wait: Duration,
+    /// Most records between a partition's committed offset and the newest taken.
+    pub max_uncommitted: i64,
+    /// How long a record may hold its partition's commit position.
+    pub max_hold: Duration,
+    /// The producer's `message.max.bytes`.
+    pub max_message_bytes: usize,
+    /// Each endpoint's circuit breaker.
+    pub breaker: BreakerPolicy,
+    /// Admin address.
+    pub admin_listen: Option<SocketAddr>,
+    /// Shutdown and rebalance drain deadline.
+    pub shutdown_grace: Duration,
+    /// DLQ subject compatibility.
+    pub dlq_compatibility: Compatibility,
+    /// The delivery ledger, when configured.
+    pub ledger: Option<LedgerSettings>,
+}
