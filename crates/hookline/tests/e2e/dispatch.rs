@@ -109,6 +109,7 @@ shutdown_grace_ms = 5000
 retry_tiers = [{tiers}]
 
 [retry]
+base_ms = 200
 cap_ms = 1000
 
 [outbound]
