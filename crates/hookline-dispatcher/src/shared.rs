@@ -268,3 +268,102 @@ impl Shared {
 fn tracker_next(tracker: &OffsetTracker, key: &PartitionKey) -> i64 {
     tracker.next(key).unwrap_or(0)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(partition: i32) -> PartitionKey {
+        ("events".to_owned(), partition)
+    }
+
+    fn shared() -> Shared {
+        Shared::new(Arc::new(Readiness::default()), CancellationToken::new())
+    }
+
+    #[test]
+    fn revoking_a_partition_cancels_its_deliveries_and_only_its_own() {
+        let shared = shared();
+        let (revoked, _, _) = shared.start(&key(0), 10);
+        let (kept, _, _) = shared.start(&key(1), 10);
+        shared.forget(&[key(0)]);
+        assert!(
+            revoked.is_cancelled(),
+            "a delivery that did not drain stops"
+        );
+        assert!(!kept.is_cancelled());
+        let (again, _, _) = shared.start(&key(0), 11);
+        assert!(
+            !again.is_cancelled(),
+            "a partition assigned again starts afresh"
+        );
+    }
+
+    #[test]
+    fn the_end_of_the_grace_period_cancels_every_partition() {
+        let abandon = CancellationToken::new();
+        let shared = Shared::new(Arc::new(Readiness::default()), abandon.clone());
+        let (first, _, _) = shared.start(&key(0), 1);
+        let (second, _, _) = shared.start(&key(1), 1);
+        abandon.cancel();
+        assert!(first.is_cancelled() && second.is_cancelled());
+    }
+
+    #[test]
+    fn only_the_record_holding_the_commit_too_long_is_told_to_move_on() {
+        let shared = shared();
+        let (_, oldest, _) = shared.start(&key(0), 5);
+        let (_, younger, _) = shared.start(&key(0), 6);
+        let later = Instant::now() + Duration::from_secs(61);
+        assert_eq!(
+            shared.move_on_older_than(Duration::from_secs(60), Instant::now()),
+            0
+        );
+        assert_eq!(shared.move_on_older_than(Duration::from_secs(60), later), 1);
+        assert!(oldest.is_cancelled());
+        assert!(
+            !younger.is_cancelled(),
+            "it does not hold the commit position"
+        );
+        assert_eq!(
+            shared.move_on_older_than(Duration::from_secs(60), later),
+            0,
+            "told once"
+        );
+    }
+
+    #[test]
+    fn pauses_end_by_their_own_cause() {
+        let shared = shared();
+        let now = Instant::now();
+        shared.pause(&key(0), 0, Pause::Until(now + Duration::from_secs(1)));
+        shared.pause(&key(1), 0, Pause::WindowFull);
+        shared.pause(&key(2), 0, Pause::ChainFull("ep".to_owned()));
+        assert_eq!(shared.next_resume(), Some(now + Duration::from_secs(1)));
+        assert!(shared.has_capacity_pauses());
+        // Nothing in flight on partitions 1 and 2: the window is empty; the chain is full.
+        let ready = shared.take_resumable(now, 10, |_, _| false);
+        assert_eq!(ready, [key(1)]);
+        let ready = shared.take_resumable(now + Duration::from_secs(1), 10, |_, _| true);
+        let mut ready = ready;
+        ready.sort();
+        assert_eq!(ready, [key(0), key(2)]);
+        assert!(!shared.has_capacity_pauses());
+        assert_eq!(shared.next_resume(), None);
+    }
+
+    #[test]
+    fn a_full_window_stays_paused_until_the_commit_moves_on() {
+        let shared = shared();
+        for offset in 0..10 {
+            shared.start(&key(0), offset);
+        }
+        assert!(shared.window_full(&key(0), 10, 10));
+        shared.pause(&key(0), 10, Pause::WindowFull);
+        assert!(
+            shared
+                .take_resumable(Instant::now(), 10, |_, _| true)
+                .is_empty()
+        );
+    }
+}
