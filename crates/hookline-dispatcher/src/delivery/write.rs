@@ -284,8 +284,8 @@ async fn write_again(
 
 /// Writes the DLQ envelope of `failure`. It is framed with the DLQ schema id registered at
 /// start-up (no registry call), and cut to fit the producer's limit; if the topic still
-/// refuses it as too large, it is cut to a small size; an envelope that is refused even
-/// then is retried with backoff (the DLQ topic itself is broken: an operator's problem,
+/// refuses it, it is cut to a small size and written with hookline's headers alone; one
+/// refused even then is retried with backoff (the DLQ topic itself is broken: an operator's problem,
 /// shown in the logs and metrics), never dropped.
 pub(crate) async fn park(
     ctx: &Ctx,
@@ -307,14 +307,10 @@ pub(crate) async fn park(
         now_ms(),
         &ctx.settings.dispatcher_id,
     );
-    let headers = carried_headers(record, &job.meta);
-    let beside: usize = headers
-        .iter()
-        .map(|(name, value)| name.len() + value.len())
-        .sum::<usize>()
-        + record.key.as_ref().map_or(0, Vec::len)
-        + RECORD_OVERHEAD;
-    let mut limit = writer.max_message_bytes.saturating_sub(beside);
+    let key = record.key.as_deref();
+    let mut headers = carried_headers(record, &job.meta);
+    let mut limit = room(writer.max_message_bytes, key, &headers);
+    let mut cut_down = false;
     let mut backoff = FIRST_BACKOFF;
     loop {
         if let Fit::TooLarge { framed_len } = envelope.fit_within(limit) {
@@ -332,7 +328,6 @@ pub(crate) async fn park(
                 return Err(Abandoned);
             }
         };
-        let key = record.key.as_deref();
         match writer
             .produce(
                 &writer.dlq_topic,
@@ -351,9 +346,13 @@ pub(crate) async fn park(
                 });
             }
             Err(WriteError::Abandoned) => return Err(Abandoned),
-            Err(WriteError::Permanent(error)) if limit > SMALL_ENVELOPE => {
+            Err(WriteError::Permanent(error)) if !cut_down => {
+                // The original headers travel inside the envelope (cut if need be); as
+                // Kafka headers of the DLQ record only hookline's own are kept.
                 tracing::warn!(%error, "the DLQ refused the envelope; cutting it further");
-                limit = SMALL_ENVELOPE;
+                cut_down = true;
+                headers = meta_headers(&job.meta);
+                limit = room(writer.max_message_bytes, key, &headers).min(SMALL_ENVELOPE);
             }
             Err(WriteError::Permanent(error)) => {
                 ctx.metrics.dlq_write_refused();
@@ -367,6 +366,25 @@ pub(crate) async fn park(
     }
 }
 
+/// What is left of `max_message_bytes` for a value beside `key` and `headers`.
+fn room(max_message_bytes: usize, key: Option<&[u8]>, headers: &[(String, Vec<u8>)]) -> usize {
+    let beside: usize = headers
+        .iter()
+        .map(|(name, value)| name.len() + value.len())
+        .sum::<usize>()
+        + key.map_or(0, <[u8]>::len)
+        + RECORD_OVERHEAD;
+    max_message_bytes.saturating_sub(beside)
+}
+
+/// hookline's delivery headers of `meta` alone.
+fn meta_headers(meta: &DeliveryMeta) -> Vec<(String, Vec<u8>)> {
+    meta.to_headers()
+        .into_iter()
+        .map(|(name, value)| (name.to_owned(), value))
+        .collect()
+}
+
 /// The original record's headers without hookline's delivery headers, then `meta`'s.
 fn carried_headers(record: &SourceRecord, meta: &DeliveryMeta) -> Vec<(String, Vec<u8>)> {
     let mut headers: Vec<(String, Vec<u8>)> = record
@@ -375,10 +393,6 @@ fn carried_headers(record: &SourceRecord, meta: &DeliveryMeta) -> Vec<(String, V
         .filter(|(name, _)| !is_delivery_header(name))
         .map(|(name, value)| (name.clone(), value.clone().unwrap_or_default()))
         .collect();
-    headers.extend(
-        meta.to_headers()
-            .into_iter()
-            .map(|(name, value)| (name.to_owned(), value)),
-    );
+    headers.extend(meta_headers(meta));
     headers
 }
