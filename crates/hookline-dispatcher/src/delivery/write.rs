@@ -172,35 +172,13 @@ pub(crate) async fn retry(
         .unwrap_or(schedule.due_at_ms)
         .saturating_sub(now_ms());
     let tier = schedule.tier.suffix.clone();
-    let failed = |error: &KafkaError| {
-        let message = format!(
-            "after {}: {detail}; the retry copy: {error}",
-            job.meta.attempt
-        );
-        Failure::new(permanent_reason(error), message)
+    let outcome = Outcome::RetryScheduled {
+        tier,
+        reason,
+        delay_ms,
     };
-    job.meta.due_at_ms = Some(schedule.due_at_ms);
-    job.meta.retry_at_ms = schedule.retry_at_ms;
-    let topic = ctx
-        .settings
-        .tiers
-        .topic(&ctx.settings.events_topic, &schedule.tier);
-    match ctx
-        .writer
-        .copy(&delivery.record, &job.meta, &topic, &delivery.cancel)
-        .await
-    {
-        Ok(()) => Ok(Outcome::RetryScheduled {
-            tier,
-            reason,
-            delay_ms,
-        }),
-        Err(WriteError::Abandoned) => Err(Abandoned),
-        Err(WriteError::Permanent(error)) => {
-            let failure = failed(&error);
-            park(ctx, delivery, job, failure).await
-        }
-    }
+    let context = format!("after {}: {detail}; ", job.meta.attempt);
+    write_copy(ctx, delivery, job, schedule, outcome, &context).await
 }
 
 /// A record put off without an attempt: to a tier for about `wait` (no attempt spent, no
@@ -226,14 +204,8 @@ pub(crate) async fn defer(
             // that never closes still ends in the DLQ after the maximum age.
             job.meta.first_attempt_at_ms = Some(job.meta.first_attempt_at_ms.unwrap_or(now));
             let tier = schedule.tier.suffix.clone();
-            write_again(
-                ctx,
-                delivery,
-                job,
-                schedule,
-                Outcome::Deferred { tier, why },
-            )
-            .await
+            let outcome = Outcome::Deferred { tier, why };
+            write_copy(ctx, delivery, job, schedule, outcome, "").await
         }
         Decision::Park(reason) => {
             let failure = Failure::new(reason, format!("{why} past the maximum age"));
@@ -251,15 +223,18 @@ pub(crate) async fn hop(
     schedule: Schedule,
 ) -> Result<Outcome, Abandoned> {
     let tier = schedule.tier.suffix.clone();
-    write_again(ctx, delivery, job, schedule, Outcome::Hopped { tier }).await
+    write_copy(ctx, delivery, job, schedule, Outcome::Hopped { tier }, "").await
 }
 
-async fn write_again(
+/// Writes the record's copy into `schedule`'s tier, or parks it when the copy can never be
+/// written; `context` starts the DLQ message.
+async fn write_copy(
     ctx: &Ctx,
     delivery: &Delivery,
     job: &mut Job<'_>,
     schedule: Schedule,
     outcome: Outcome,
+    context: &str,
 ) -> Result<Outcome, Abandoned> {
     job.meta.due_at_ms = Some(schedule.due_at_ms);
     job.meta.retry_at_ms = schedule.retry_at_ms;
@@ -275,7 +250,7 @@ async fn write_again(
         Ok(()) => Ok(outcome),
         Err(WriteError::Abandoned) => Err(Abandoned),
         Err(WriteError::Permanent(error)) => {
-            let message = format!("the retry copy cannot be written: {error}");
+            let message = format!("{context}the retry copy cannot be written: {error}");
             let failure = Failure::new(permanent_reason(&error), message);
             park(ctx, delivery, job, failure).await
         }
