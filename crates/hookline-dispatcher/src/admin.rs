@@ -118,3 +118,30 @@ async fn readyz(State(state): State<AdminState>) -> (StatusCode, String) {
 async fn metrics_text(State(state): State<AdminState>) -> String {
     state.metrics.encode()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readiness_says_why_and_repeated_fetch_errors_make_it_unready() {
+        let readiness = Readiness::default();
+        assert_eq!(readiness.not_ready_because(), Some("endpoints not loaded"));
+        readiness.set_endpoints_loaded();
+        assert_eq!(
+            readiness.not_ready_because(),
+            Some("no partitions assigned")
+        );
+        readiness.set_consuming(true);
+        assert!(readiness.is_ready());
+        readiness.consumer_error();
+        assert!(readiness.is_ready(), "one error is not a failing consumer");
+        *readiness.lock_failing() = Instant::now().checked_sub(FAILING_FETCH_GRACE * 2);
+        assert!(
+            !readiness.is_ready(),
+            "errors and no good record for a while"
+        );
+        readiness.fetched();
+        assert!(readiness.is_ready(), "a good record clears it");
+    }
+}

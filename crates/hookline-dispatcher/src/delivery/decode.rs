@@ -110,3 +110,98 @@ pub(crate) async fn event(ctx: &Ctx, delivery: &Delivery) -> Result<WebhookEvent
     WebhookEvent::from_avro_value(decoded)
         .map_err(|error| malformed(format!("not a webhook event: {error}")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: i64 = 1_700_000_000_000;
+
+    fn tiers() -> RetryTiers {
+        RetryTiers::from_suffixes(&["200ms", "1s"]).expect("tiers")
+    }
+
+    fn record(topic: &str, headers: &[(&str, &str)]) -> SourceRecord {
+        SourceRecord {
+            topic: topic.to_owned(),
+            partition: 0,
+            offset: 7,
+            key: Some(b"ep".to_vec()),
+            value: Some(b"{}".to_vec()),
+            headers: headers
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), Some(v.as_bytes().to_vec())))
+                .collect(),
+            bad_header_name: None,
+        }
+    }
+
+    fn retry_headers(due: i64, attempt: &str) -> Vec<(&'static str, String)> {
+        vec![
+            ("hookline-attempt", attempt.to_owned()),
+            ("hookline-due-at", due.to_string()),
+            ("hookline-original-topic", "events".to_owned()),
+            ("hookline-original-partition", "0".to_owned()),
+            ("hookline-original-offset", "3".to_owned()),
+        ]
+    }
+
+    fn with(topic: &str, headers: &[(&'static str, String)]) -> SourceRecord {
+        let pairs: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        record(topic, &pairs)
+    }
+
+    #[test]
+    fn retry_headers_on_the_main_topic_are_ignored() {
+        let forged = with("events", &retry_headers(i64::MAX, "4294967295"));
+        let Intake::Deliver(meta) = intake(&forged, "events", &tiers(), NOW) else {
+            panic!("delivered now");
+        };
+        assert_eq!(meta.attempt, 0, "a first attempt");
+        assert_eq!(meta.due_at_ms, None);
+        assert_eq!(meta.original_offset, 7, "its own place");
+    }
+
+    #[test]
+    fn on_a_tier_they_are_honoured_but_never_beyond_the_tier() {
+        let due_soon = with("events.retry.1s", &retry_headers(NOW + 500, "2"));
+        assert!(matches!(
+            intake(&due_soon, "events", &tiers(), NOW),
+            Intake::NotDue(at) if at == NOW + 500
+        ));
+        let forged = with("events.retry.1s", &retry_headers(i64::MAX, "2"));
+        assert!(matches!(
+            intake(&forged, "events", &tiers(), NOW),
+            Intake::NotDue(at) if at == NOW + 1_000
+        ));
+        let due = with("events.retry.1s", &retry_headers(NOW - 5, "2"));
+        let Intake::Deliver(meta) = intake(&due, "events", &tiers(), NOW) else {
+            panic!("due: delivered");
+        };
+        assert_eq!((meta.attempt, meta.original_offset), (2, 3));
+    }
+
+    #[test]
+    fn a_long_wait_hops_and_bad_headers_are_malformed() {
+        let mut headers = retry_headers(NOW - 5, "1");
+        headers.push(("hookline-retry-at", (NOW + 3_600_000).to_string()));
+        let long = with("events.retry.1s", &headers);
+        let Intake::Hop(_, schedule) = intake(&long, "events", &tiers(), NOW) else {
+            panic!("a hop");
+        };
+        assert_eq!(schedule.due_at_ms, NOW + 1_000);
+
+        let unreadable = with("events.retry.1s", &retry_headers(NOW, "-1"));
+        assert!(matches!(
+            intake(&unreadable, "events", &tiers(), NOW),
+            Intake::Malformed(_)
+        ));
+        let mut bad_name = record("events", &[]);
+        bad_name.bad_header_name = Some("\u{fffd}\u{fffd}".to_owned());
+        let Intake::Malformed(failure) = intake(&bad_name, "events", &tiers(), NOW) else {
+            panic!("malformed");
+        };
+        assert_eq!(failure.reason, ErrorReason::MalformedEvent);
+        assert!(failure.message.contains("not UTF-8"), "{}", failure.message);
+    }
+}
