@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use super::{Ctx, Delivery, Job, now_ms};
 use crate::envelope::{Failure, build_envelope};
 use crate::events::Outcome;
+use crate::http::Attempt;
 use crate::record::SourceRecord;
 
 /// The outcome could not be made durable before the dispatcher had to stop (or the
@@ -158,14 +159,15 @@ fn permanent_reason(error: &KafkaError) -> ErrorReason {
     }
 }
 
-/// A failed attempt's retry copy in `schedule`'s tier.
+/// A failed attempt's retry copy in `schedule`'s tier. A copy that can never be written is
+/// parked with the failed attempt's status.
 pub(crate) async fn retry(
     ctx: &Ctx,
     delivery: &Delivery,
     job: &mut Job<'_>,
     schedule: Schedule,
     reason: &'static str,
-    detail: &str,
+    attempt: &Attempt,
 ) -> Result<Outcome, Abandoned> {
     let delay_ms = schedule
         .retry_at_ms
@@ -174,10 +176,10 @@ pub(crate) async fn retry(
     let tier = schedule.tier.suffix.clone();
     let failed = |error: &KafkaError| {
         let message = format!(
-            "after {}: {detail}; the retry copy: {error}",
-            job.meta.attempt
+            "after {}: {}; the retry copy: {error}",
+            job.meta.attempt, attempt.detail
         );
-        Failure::new(permanent_reason(error), message)
+        Failure::new(permanent_reason(error), message).with_status(attempt.status())
     };
     job.meta.due_at_ms = Some(schedule.due_at_ms);
     job.meta.retry_at_ms = schedule.retry_at_ms;
