@@ -229,7 +229,7 @@ async fn stages(ctx: &Ctx, delivery: &Delivery, job: &mut Job<'_>) -> Result<Out
             Decision::Retry(schedule) => {
                 job.life.step(Step::Fail);
                 let reason = classification.code();
-                return write::retry(ctx, delivery, job, schedule, reason, &attempt.detail)
+                return write::retry(ctx, delivery, job, schedule, reason, &attempt)
                     .await
                     .map_err(Halt::from);
             }

@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use super::{Ctx, Delivery, Job, now_ms};
 use crate::envelope::{Failure, build_envelope};
 use crate::events::Outcome;
+use crate::http::Attempt;
 use crate::record::SourceRecord;
 
 /// The outcome could not be made durable before the dispatcher had to stop (or the
@@ -158,14 +159,15 @@ fn permanent_reason(error: &KafkaError) -> ErrorReason {
     }
 }
 
-/// A failed attempt's retry copy in `schedule`'s tier.
+/// A failed attempt's retry copy in `schedule`'s tier. A copy that can never be written is
+/// parked with the failed attempt's status.
 pub(crate) async fn retry(
     ctx: &Ctx,
     delivery: &Delivery,
     job: &mut Job<'_>,
     schedule: Schedule,
     reason: &'static str,
-    detail: &str,
+    attempt: &Attempt,
 ) -> Result<Outcome, Abandoned> {
     let delay_ms = schedule
         .retry_at_ms
@@ -177,8 +179,12 @@ pub(crate) async fn retry(
         reason,
         delay_ms,
     };
-    let context = format!("after {}: {detail}; ", job.meta.attempt);
-    write_copy(ctx, delivery, job, schedule, outcome, &context).await
+    let context = format!("after {}: {}; ", job.meta.attempt, attempt.detail);
+    let failed = Failed {
+        context: &context,
+        status: attempt.status(),
+    };
+    write_copy(ctx, delivery, job, schedule, outcome, failed).await
 }
 
 /// A record put off without an attempt: to a tier for about `wait` (no attempt spent, no
@@ -205,7 +211,7 @@ pub(crate) async fn defer(
             job.meta.first_attempt_at_ms = Some(job.meta.first_attempt_at_ms.unwrap_or(now));
             let tier = schedule.tier.suffix.clone();
             let outcome = Outcome::Deferred { tier, why };
-            write_copy(ctx, delivery, job, schedule, outcome, "").await
+            write_copy(ctx, delivery, job, schedule, outcome, Failed::default()).await
         }
         Decision::Park(reason) => {
             let failure = Failure::new(reason, format!("{why} past the maximum age"));
@@ -223,18 +229,27 @@ pub(crate) async fn hop(
     schedule: Schedule,
 ) -> Result<Outcome, Abandoned> {
     let tier = schedule.tier.suffix.clone();
-    write_copy(ctx, delivery, job, schedule, Outcome::Hopped { tier }, "").await
+    let outcome = Outcome::Hopped { tier };
+    write_copy(ctx, delivery, job, schedule, outcome, Failed::default()).await
+}
+
+/// What a copy that can never be written is parked with: the start of its message and the
+/// last attempt's status.
+#[derive(Default)]
+struct Failed<'a> {
+    context: &'a str,
+    status: Option<u16>,
 }
 
 /// Writes the record's copy into `schedule`'s tier, or parks it when the copy can never be
-/// written; `context` starts the DLQ message.
+/// written.
 async fn write_copy(
     ctx: &Ctx,
     delivery: &Delivery,
     job: &mut Job<'_>,
     schedule: Schedule,
     outcome: Outcome,
-    context: &str,
+    failed: Failed<'_>,
 ) -> Result<Outcome, Abandoned> {
     job.meta.due_at_ms = Some(schedule.due_at_ms);
     job.meta.retry_at_ms = schedule.retry_at_ms;
@@ -250,8 +265,12 @@ async fn write_copy(
         Ok(()) => Ok(outcome),
         Err(WriteError::Abandoned) => Err(Abandoned),
         Err(WriteError::Permanent(error)) => {
-            let message = format!("{context}the retry copy cannot be written: {error}");
-            let failure = Failure::new(permanent_reason(&error), message);
+            let message = format!(
+                "{}the retry copy cannot be written: {error}",
+                failed.context
+            );
+            let failure =
+                Failure::new(permanent_reason(&error), message).with_status(failed.status);
             park(ctx, delivery, job, failure).await
         }
     }
