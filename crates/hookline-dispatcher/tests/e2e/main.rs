@@ -2,6 +2,7 @@
 //! registry from `deploy/local/stack up`; a redis-server for the ledger).
 
 mod harness;
+mod isolation;
 mod ledger;
 mod pipeline;
 mod poison;
