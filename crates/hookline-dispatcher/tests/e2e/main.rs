@@ -3,6 +3,7 @@
 
 mod faults;
 mod harness;
+mod isolation;
 mod ledger;
 mod pipeline;
 mod poison;
