@@ -25,6 +25,20 @@ pub struct DispatcherConfig {
     pub topics: TopicsConfig,
     /// Consumer group shared by all dispatcher replicas.
     pub group_id: String,
+    /// The consumer group protocol: `consumer` (KIP-848, Kafka 4.x brokers: assignments are
+    /// incremental, and members keep their partitions while others join, leave or die) or
+    /// `classic` (for older brokers, with the cooperative-sticky assignor).
+    pub group_protocol: GroupProtocol,
+    /// A stable member name for static membership (`group.instance.id`), e.g. a
+    /// StatefulSet's pod name: a member restarted under the same name within the session
+    /// timeout gets its partitions back without moving them. Unique per replica.
+    pub group_instance_id: Option<String>,
+    /// How long a member that stops heartbeating (a crash, `kill -9`) keeps its partitions
+    /// before they move to the others, in milliseconds; unset: the broker's default (45 s).
+    /// With `classic` it is the client's session timeout; with `consumer` it is set on the
+    /// group (`consumer.session.timeout.ms`) at start-up, within the broker's
+    /// `group.consumer.min/max.session.timeout.ms`.
+    pub session_timeout_ms: Option<u64>,
     /// This replica's name in DLQ envelopes and logs; default `<hostname>-<pid>`.
     pub dispatcher_id: Option<String>,
     /// The default retry policy (endpoints may override it).
@@ -49,6 +63,27 @@ pub struct DispatcherConfig {
     pub dlq_compatibility: Compatibility,
     /// The optional delivery ledger (Redis) that suppresses second deliveries.
     pub ledger: LedgerConfig,
+}
+
+/// A consumer group protocol.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum GroupProtocol {
+    /// KIP-848's consumer protocol.
+    #[default]
+    Consumer,
+    /// The classic protocol, with cooperative-sticky assignments.
+    Classic,
+}
+
+impl GroupProtocol {
+    /// The librdkafka `group.protocol` value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GroupProtocol::Consumer => "consumer",
+            GroupProtocol::Classic => "classic",
+        }
+    }
 }
 
 /// The delivery ledger: with a Redis URL, each delivery acknowledged with a 2xx is
@@ -172,6 +207,9 @@ impl Default for DispatcherConfig {
             registry: RegistrySettings::default(),
             topics: TopicsConfig::default(),
             group_id: "hookline-dispatcher".to_owned(),
+            group_protocol: GroupProtocol::default(),
+            group_instance_id: None,
+            session_timeout_ms: None,
             dispatcher_id: None,
             retry: RetryConfig::default(),
             status: StatusConfig::default(),
@@ -258,11 +296,14 @@ impl Default for AdminConfig {
 /// The top-level keys: only `HOOKLINE_*` variables under one of them are config (others,
 /// such as `HOOKLINE_BOOTSTRAP_SERVERS` of the command line or `HOOKLINE_HOME` of the local
 /// stack, belong to other tools). Below a key, unknown names are refused.
-const TOP_LEVEL_KEYS: [&str; 16] = [
+const TOP_LEVEL_KEYS: [&str; 19] = [
     "kafka",
     "registry",
     "topics",
     "group_id",
+    "group_protocol",
+    "group_instance_id",
+    "session_timeout_ms",
     "dispatcher_id",
     "retry",
     "status",
@@ -383,6 +424,24 @@ mod tests {
         assert!(error.contains("breaker.failure_rate_percent"), "{error}");
 
         let mut config = DispatcherConfig::default();
+        config
+            .kafka
+            .properties
+            .insert("session.timeout.ms".to_owned(), "6000".to_owned());
+        let error = config
+            .into_settings()
+            .expect_err("not with KIP-848")
+            .to_string();
+        assert!(
+            error.contains("kafka.properties.session.timeout.ms"),
+            "{error}"
+        );
+        assert!(
+            error.contains("session_timeout_ms"),
+            "names what to use: {error}"
+        );
+
+        let mut config = DispatcherConfig::default();
         config.admin.listen = "nowhere".to_owned();
         let error = config.into_settings().expect_err("bad listen").to_string();
         assert!(error.contains("admin.listen"), "{error}");
@@ -398,6 +457,36 @@ mod tests {
         config.ledger.ttl_s = 0;
         let error = config.into_settings().expect_err("no TTL").to_string();
         assert!(error.contains("ledger.ttl_s"), "{error}");
+    }
+
+    #[test]
+    fn the_group_protocol_sets_the_consumer() {
+        let settings = DispatcherConfig::default()
+            .into_settings()
+            .expect("defaults are valid");
+        let config = settings.consumer_config();
+        assert_eq!(config.get("group.protocol"), Some("consumer"));
+        assert_eq!(config.get("partition.assignment.strategy"), None);
+
+        let mut classic = DispatcherConfig {
+            group_protocol: GroupProtocol::Classic,
+            group_instance_id: Some("dispatcher-0".to_owned()),
+            session_timeout_ms: Some(10_000),
+            ..DispatcherConfig::default()
+        };
+        classic
+            .kafka
+            .properties
+            .insert("heartbeat.interval.ms".to_owned(), "1000".to_owned());
+        let config = classic.into_settings().expect("classic").consumer_config();
+        assert_eq!(config.get("group.protocol"), Some("classic"));
+        assert_eq!(
+            config.get("partition.assignment.strategy"),
+            Some("cooperative-sticky")
+        );
+        assert_eq!(config.get("session.timeout.ms"), Some("10000"));
+        assert_eq!(config.get("group.instance.id"), Some("dispatcher-0"));
+        assert_eq!(config.get("heartbeat.interval.ms"), Some("1000"));
     }
 
     #[test]

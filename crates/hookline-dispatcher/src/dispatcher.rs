@@ -9,6 +9,8 @@ use std::time::Duration;
 use hookline_core::envelope::ENVELOPE_VERSION;
 use hookline_core::schema::DLQ_ENVELOPE_CURRENT;
 use hookline_kafka::Registry;
+use rdkafka::admin::{AdminClient, AdminOptions, AlterConfig, ResourceSpecifier};
+use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::Consumer;
 use rdkafka::producer::FutureProducer;
 use tokio::sync::Semaphore;
@@ -16,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::admin::{self, Readiness};
+use crate::config::GroupProtocol;
 use crate::context::DispatchContext;
 use crate::delivery::{Ctx, Writer};
 use crate::endpoints::{EndpointDefaults, EndpointTable, follow_topic, load_file};
@@ -221,9 +224,13 @@ pub async fn start(settings: Settings, shutdown: CancellationToken) -> Result<Ru
         shared: Arc::clone(&shared),
         drain_timeout: settings.shutdown_grace,
     };
+    if settings.group_protocol == GroupProtocol::Consumer
+        && let Some(timeout) = settings.session_timeout
+    {
+        set_group_session_timeout(&settings, timeout).await?;
+    }
     let consumer: DispatchConsumer = settings
-        .kafka
-        .consumer_config(&settings.group_id)
+        .consumer_config()
         .create_with_context(context)
         .map_err(|source| DispatchError::kafka("creating the consumer", source))?;
     let consumer = Arc::new(consumer);
@@ -235,7 +242,13 @@ pub async fn start(settings: Settings, shutdown: CancellationToken) -> Result<Ru
     consumer
         .subscribe(&subscribed)
         .map_err(|source| DispatchError::kafka("subscribing", source))?;
-    tracing::info!(group = settings.group_id, topics = ?subscribed, dispatcher = settings.dispatcher_id, "dispatcher started");
+    tracing::info!(
+        group = settings.group_id,
+        protocol = settings.group_protocol.as_str(),
+        topics = ?subscribed,
+        dispatcher = settings.dispatcher_id,
+        "dispatcher started"
+    );
 
     tracker.spawn(lag_gauge(
         Arc::clone(&consumer),
@@ -250,6 +263,44 @@ pub async fn start(settings: Settings, shutdown: CancellationToken) -> Result<Ru
         task,
         tracker,
     })
+}
+
+/// Sets the group's `consumer.session.timeout.ms` (KIP-848 keeps the session timeout on the
+/// group, not the client). A broker that refuses the value (outside its
+/// `group.consumer.min/max.session.timeout.ms`) stops start-up, naming the setting.
+async fn set_group_session_timeout(settings: &Settings, timeout: Duration) -> Result<()> {
+    let admin: AdminClient<DefaultClientContext> = settings
+        .kafka
+        .client_config()
+        .create()
+        .map_err(|source| DispatchError::kafka("creating an admin client", source))?;
+    let millis = timeout.as_millis().to_string();
+    let config = AlterConfig::new(ResourceSpecifier::Group(&settings.group_id))
+        .set("consumer.session.timeout.ms", &millis);
+    let options = AdminOptions::new().request_timeout(Some(Duration::from_secs(10)));
+    let results = admin
+        .alter_configs(&[config], &options)
+        .await
+        .map_err(|source| DispatchError::kafka("setting the group's session timeout", source))?;
+    for result in results {
+        if let Err((_, code)) = result {
+            return Err(DispatchError::config(
+                "session_timeout_ms",
+                format!(
+                    "the broker refused consumer.session.timeout.ms = {millis} for group {} \
+                     ({code}); it must be within the broker's \
+                     group.consumer.min/max.session.timeout.ms",
+                    settings.group_id
+                ),
+            ));
+        }
+    }
+    tracing::info!(
+        group = settings.group_id,
+        session_timeout_ms = millis,
+        "group session timeout set"
+    );
+    Ok(())
 }
 
 /// Fails with the first of `topics` that the cluster does not have.

@@ -24,8 +24,8 @@ mod shared;
 
 pub use admin::Readiness;
 pub use config::{
-    AdminConfig, BreakerConfig, ConcurrencyConfig, DispatcherConfig, HttpConfig, LedgerConfig,
-    OutboundConfig, TopicsConfig,
+    AdminConfig, BreakerConfig, ConcurrencyConfig, DispatcherConfig, GroupProtocol, HttpConfig,
+    LedgerConfig, OutboundConfig, TopicsConfig,
 };
 pub use dispatcher::{Running, start};
 pub use error::{DispatchError, Result};

@@ -11,7 +11,7 @@ use hookline_core::policy::{PolicyError, RetryPolicy, RetryTiers, parse_suffix};
 use hookline_core::url_guard::AddressPolicy;
 use hookline_kafka::{Compatibility, KafkaSettings, RegistrySettings};
 
-use crate::config::{BreakerConfig, DispatcherConfig, LedgerConfig};
+use crate::config::{BreakerConfig, DispatcherConfig, GroupProtocol, LedgerConfig};
 use crate::error::{DispatchError, Result};
 use crate::ledger::LedgerSettings;
 
@@ -60,6 +60,35 @@ impl DispatcherConfig {
         }
         non_empty("topics.events", &self.topics.events)?;
         non_empty("group_id", &self.group_id)?;
+        if let Some(id) = &self.group_instance_id {
+            non_empty("group_instance_id", id)?;
+        }
+        if let Some(ms) = self.session_timeout_ms {
+            positive("session_timeout_ms", ms)?;
+        }
+        if self.group_protocol == GroupProtocol::Consumer {
+            // librdkafka refuses these with the consumer protocol: say which setting to use.
+            for (property, instead) in [
+                ("session.timeout.ms", "session_timeout_ms"),
+                (
+                    "heartbeat.interval.ms",
+                    "the broker's group.consumer.heartbeat.interval.ms",
+                ),
+                (
+                    "partition.assignment.strategy",
+                    "group_protocol = \"classic\"",
+                ),
+                ("group.protocol", "group_protocol"),
+                ("group.instance.id", "group_instance_id"),
+            ] {
+                if self.kafka.properties.contains_key(property) {
+                    return Err(DispatchError::config(
+                        &format!("kafka.properties.{property}"),
+                        format!("is not used with group_protocol = \"consumer\"; use {instead}"),
+                    ));
+                }
+            }
+        }
         non_empty("kafka.bootstrap_servers", &self.kafka.bootstrap_servers)?;
         if !(self.registry.url.starts_with("http://") || self.registry.url.starts_with("https://"))
         {
@@ -141,6 +170,9 @@ impl DispatcherConfig {
             kafka: self.kafka,
             registry: self.registry,
             group_id: self.group_id,
+            group_protocol: self.group_protocol,
+            group_instance_id: self.group_instance_id,
+            session_timeout: self.session_timeout_ms.map(Duration::from_millis),
             dispatcher_id,
             tiers,
             retry,
@@ -194,6 +226,31 @@ impl BreakerConfig {
 }
 
 impl Settings {
+    /// The dispatcher's consumer: hookline's group consumer settings, then the protocol's.
+    pub(crate) fn consumer_config(&self) -> rdkafka::ClientConfig {
+        let mut config = self.kafka.consumer_config(&self.group_id);
+        config.set("group.protocol", self.group_protocol.as_str());
+        match self.group_protocol {
+            GroupProtocol::Consumer => {}
+            GroupProtocol::Classic => {
+                if !self
+                    .kafka
+                    .properties
+                    .contains_key("partition.assignment.strategy")
+                {
+                    config.set("partition.assignment.strategy", "cooperative-sticky");
+                }
+                if let Some(timeout) = self.session_timeout {
+                    config.set("session.timeout.ms", timeout.as_millis().to_string());
+                }
+            }
+        }
+        if let Some(id) = &self.group_instance_id {
+            config.set("group.instance.id", id);
+        }
+        config
+    }
+
     /// The shortest tier's delay: where a record put off for a moment goes.
     pub fn first_tier_delay(&self) -> Duration {
         self.tiers
@@ -267,6 +324,12 @@ pub struct Settings {
     pub registry: RegistrySettings,
     /// Consumer group.
     pub group_id: String,
+    /// Its protocol.
+    pub group_protocol: GroupProtocol,
+    /// Static membership name.
+    pub group_instance_id: Option<String>,
+    /// How long a silent member keeps its partitions (`None`: the broker's default).
+    pub session_timeout: Option<Duration>,
     /// This replica's name.
     pub dispatcher_id: String,
     /// The main topic.

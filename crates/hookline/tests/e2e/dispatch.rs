@@ -100,10 +100,7 @@ async fn replicas_share_the_partitions_and_stopping_or_killing_one_loses_nothing
         format!(
             r#"group_id = "{group}"
 shutdown_grace_ms = 5000
-
-[kafka.properties]
-"session.timeout.ms" = "6000"
-"heartbeat.interval.ms" = "500"
+session_timeout_ms = 6000
 
 [topics]
 retry_tiers = [{tiers}]
