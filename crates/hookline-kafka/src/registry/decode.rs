@@ -70,8 +70,11 @@ pub(super) fn writer_schema(id: u32, context: &str, body: String) -> Result<Sche
     Ok(schema)
 }
 
-/// Decodes `datum` with its writer schema (no reader schema: the value as written).
+/// Decodes `datum` with its writer schema (no reader schema: the value as written),
+/// allocating at most [`MAX_AVRO_ALLOCATION_BYTES`](hookline_core::schema::MAX_AVRO_ALLOCATION_BYTES)
+/// for any length it claims.
 pub(super) fn read_datum(id: u32, writer: &Schema, datum: &[u8]) -> Result<Value> {
+    hookline_core::schema::limit_avro_allocations();
     GenericDatumReader::builder(writer)
         .build()
         .and_then(|reader| reader.read_value(&mut Cursor::new(datum)))
@@ -216,3 +219,4 @@ mod tests {
         assert!(cache.get(2).is_none());
     }
 }
+
