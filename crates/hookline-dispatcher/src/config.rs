@@ -455,3 +455,6 @@ mod tests {
         assert_eq!(config.retry.base_ms, 100);
     }
 }
+
+#[cfg(test)]
+mod fuzz;
