@@ -457,4 +457,4 @@ mod tests {
 }
 
 #[cfg(test)]
-mod fuzz;
+pub(crate) mod fuzz;

@@ -10,7 +10,8 @@ use tokio::sync::Semaphore;
 
 use super::*;
 
-fn config(default_cases: u32) -> proptest::test_runner::Config {
+/// A proptest config of `default_cases` cases, or `PROPTEST_CASES` when it is set.
+pub(crate) fn config(default_cases: u32) -> proptest::test_runner::Config {
     let cases = std::env::var("PROPTEST_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
