@@ -43,12 +43,15 @@ pub(crate) fn encode_into(
 }
 
 /// Decodes a bare Avro datum written with `writer` into a value resolved into `reader`;
-/// also returns how many bytes were left over.
+/// also returns how many bytes were left over. Allocates at most
+/// [`MAX_AVRO_ALLOCATION_BYTES`](crate::schema::MAX_AVRO_ALLOCATION_BYTES) for any length
+/// the datum claims.
 pub(crate) fn decode(
     datum: &[u8],
     writer: &Schema,
     reader: &Schema,
 ) -> Result<(Value, usize), apache_avro::Error> {
+    crate::schema::limit_avro_allocations();
     let mut rest = datum;
     let value = GenericDatumReader::builder(writer)
         .reader_schema(reader)

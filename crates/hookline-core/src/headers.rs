@@ -353,3 +353,93 @@ mod tests {
         assert!(!is_hookline_header(TRACEPARENT));
     }
 }
+
+/// Outside input never panics the header reader: any list of names and values, hookline's
+/// names with values of any bytes (huge, negative, not UTF-8), and valid state with values
+/// edited. State read back is written again and reads back the same.
+#[cfg(test)]
+mod fuzz {
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::fuzz::{bytes, config, edge_number};
+
+    fn name() -> impl Strategy<Value = String> {
+        prop_oneof![
+            4 => proptest::sample::select(&DELIVERY_HEADERS[..]).prop_map(str::to_owned),
+            1 => Just(TRACEPARENT.to_owned()),
+            1 => Just("hookline-redriven-from".to_owned()),
+            1 => any::<String>(),
+        ]
+    }
+
+    fn value() -> impl Strategy<Value = Option<Vec<u8>>> {
+        let bytes = prop_oneof![
+            3 => edge_number().prop_map(String::into_bytes),
+            1 => Just(b" 1".to_vec()),
+            1 => Just(b"+1".to_vec()),
+            1 => Just(vec![b'1', 0xff]),
+            1 => Just(vec![0xc3]),
+            1 => Just(Vec::new()),
+            2 => bytes(),
+        ];
+        proptest::option::weighted(0.9, bytes)
+    }
+
+    fn check(headers: &[(String, Option<Vec<u8>>)]) -> Result<(), TestCaseError> {
+        let read = |headers: &[(String, Option<Vec<u8>>)]| {
+            DeliveryMeta::from_headers(headers.iter().map(|(n, v)| (n.as_str(), v.as_deref())))
+        };
+        if let Ok(Some(meta)) = read(headers) {
+            let written: Vec<(String, Option<Vec<u8>>)> = meta
+                .to_headers()
+                .into_iter()
+                .map(|(n, v)| (n.to_owned(), Some(v)))
+                .collect();
+            let mut expected = meta.clone();
+            if let Some(error) = &mut expected.last_error {
+                let mut end = error.len().min(MAX_LAST_ERROR_LEN);
+                while !error.is_char_boundary(end) {
+                    end -= 1;
+                }
+                error.truncate(end);
+            }
+            prop_assert_eq!(read(&written), Ok(Some(expected)));
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(config(512))]
+
+        #[test]
+        fn any_names_and_values(headers in vec((name(), value()), 0..12)) {
+            check(&headers)?;
+        }
+
+        #[test]
+        fn valid_state_with_edited_values(
+            edits in vec((proptest::sample::select(&DELIVERY_HEADERS[..]), value()), 1..4),
+        ) {
+            let mut headers: Vec<(String, Option<Vec<u8>>)> = DeliveryMeta {
+                due_at_ms: Some(5),
+                retry_at_ms: Some(6),
+                first_attempt_at_ms: Some(1),
+                last_error: Some("HTTP 503".into()),
+                ..DeliveryMeta::new("webhook-events", 1, 2)
+            }
+            .to_headers()
+            .into_iter()
+            .map(|(n, v)| (n.to_owned(), Some(v)))
+            .collect();
+            for (name, value) in edits {
+                match headers.iter_mut().find(|(n, _)| n == name) {
+                    Some(header) => header.1 = value,
+                    None => headers.push((name.to_owned(), value)),
+                }
+            }
+            check(&headers)?;
+        }
+    }
+}

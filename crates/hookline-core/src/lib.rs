@@ -3,6 +3,8 @@
 //! Pure logic without I/O; the producer, dispatcher and DLQ tooling build on it.
 
 mod avro_util;
+#[cfg(test)]
+mod fuzz;
 mod http_field;
 
 pub mod breaker;

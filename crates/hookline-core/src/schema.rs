@@ -33,6 +33,21 @@ static DLQ_ENVELOPE: LazyLock<Schema> = LazyLock::new(|| {
     Schema::parse_str(DLQ_ENVELOPE_CURRENT).expect("the current DLQ envelope schema is valid")
 });
 
+/// The most bytes the Avro decoder may allocate for one length it reads from a datum (a
+/// string, bytes, or the items of an array or map) or for one block of a container file:
+/// 16 MiB, well above the largest record Kafka delivers to hookline (the producer's
+/// `message.max.bytes`, 1000000 by default). Without it, a few bytes claiming a length
+/// just under apache-avro's own default (512 MiB) are allocated for.
+pub const MAX_AVRO_ALLOCATION_BYTES: usize = 16 * 1024 * 1024;
+
+/// Bounds the Avro decoder's allocations to [`MAX_AVRO_ALLOCATION_BYTES`] for the whole
+/// process, and returns the bound in force. apache-avro keeps the first bound it is given
+/// and takes its own default on its first decode, so every decoder of outside data calls
+/// this first; after the first call it costs one atomic load.
+pub fn limit_avro_allocations() -> usize {
+    apache_avro::util::max_allocation_bytes(MAX_AVRO_ALLOCATION_BYTES)
+}
+
 /// The parsed [`WEBHOOK_EVENT_V1`] schema.
 pub fn webhook_event_schema() -> &'static Schema {
     &WEBHOOK_EVENT

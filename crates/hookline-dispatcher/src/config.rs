@@ -459,6 +459,22 @@ mod tests {
         assert!(error.contains("ledger.ttl_s"), "{error}");
     }
 
+    /// Found by `fuzz::every_key_alone_with_every_edge_value`: these were accepted, and
+    /// start-up panicked sizing a semaphore with them.
+    #[test]
+    fn counts_too_large_for_a_semaphore_are_refused_with_their_name() {
+        for key in ["max_pending", "max_in_flight"] {
+            let toml = format!("[concurrency]\n{key} = 9223372036854775807\n");
+            let config: DispatcherConfig =
+                Figment::from(Serialized::defaults(DispatcherConfig::default()))
+                    .merge(Toml::string(&toml))
+                    .extract()
+                    .expect("a usize");
+            let error = config.into_settings().expect_err("refused").to_string();
+            assert!(error.contains(&format!("concurrency.{key}")), "{error}");
+        }
+    }
+
     #[test]
     fn the_group_protocol_sets_the_consumer() {
         let settings = DispatcherConfig::default()
@@ -528,3 +544,6 @@ mod tests {
         assert_eq!(config.retry.base_ms, 100);
     }
 }
+
+#[cfg(test)]
+pub(crate) mod fuzz;

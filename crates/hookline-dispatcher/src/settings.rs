@@ -10,6 +10,7 @@ use hookline_core::classify::ClassifyConfig;
 use hookline_core::policy::{PolicyError, RetryPolicy, RetryTiers, parse_suffix};
 use hookline_core::url_guard::AddressPolicy;
 use hookline_kafka::{Compatibility, KafkaSettings, RegistrySettings};
+use tokio::sync::Semaphore;
 
 use crate::config::{BreakerConfig, DispatcherConfig, GroupProtocol, LedgerConfig};
 use crate::error::{DispatchError, Result};
@@ -105,6 +106,17 @@ impl DispatcherConfig {
         positive(
             "concurrency.max_pending",
             self.concurrency.max_pending as u64,
+        )?;
+        // Each sizes a semaphore, which panics past its maximum.
+        at_most(
+            "concurrency.max_in_flight",
+            self.concurrency.max_in_flight,
+            Semaphore::MAX_PERMITS,
+        )?;
+        at_most(
+            "concurrency.max_pending",
+            self.concurrency.max_pending,
+            Semaphore::MAX_PERMITS,
         )?;
         positive(
             "concurrency.per_endpoint",
@@ -297,6 +309,17 @@ fn non_empty(field: &str, value: &str) -> Result<()> {
 fn positive(field: &str, value: u64) -> Result<()> {
     if value == 0 {
         Err(DispatchError::config(field, "must be at least 1"))
+    } else {
+        Ok(())
+    }
+}
+
+fn at_most(field: &str, value: usize, max: usize) -> Result<()> {
+    if value > max {
+        Err(DispatchError::config(
+            field,
+            format!("must be at most {max}"),
+        ))
     } else {
         Ok(())
     }

@@ -103,6 +103,16 @@ pub enum DlqError {
         #[source]
         source: serde_json::Error,
     },
+    /// A redrive rate that is not a number of at least
+    /// [`MIN_RATE_PER_S`](crate::redrive::MIN_RATE_PER_S) records per second.
+    #[error(
+        "a redrive rate of {rate} records per second is not at least {}",
+        crate::redrive::MIN_RATE_PER_S
+    )]
+    InvalidRate {
+        /// The rate given.
+        rate: f64,
+    },
     /// A file given as output exists already.
     #[error("{} exists already (nothing written; remove it or choose another file)", path.display())]
     FileExists {

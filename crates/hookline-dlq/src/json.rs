@@ -372,3 +372,62 @@ mod tests {
         assert!(from_json(json!([1])).is_err());
     }
 }
+
+/// Outside input never panics the JSON reader (a line of an archive): any JSON value, any
+/// line of text, and records as written with fields removed or given values of any shape. A
+/// record read back is shown as a table row and survives its own JSON form.
+#[cfg(test)]
+mod fuzz {
+    use hookline_core::envelope::ErrorReason;
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::actions::ActionKind;
+    use crate::fuzz::{config, edited_object, json_value};
+    use crate::record::fixtures::record;
+    use crate::view::table_row;
+
+    fn written() -> Value {
+        let mut selected = Selected {
+            record: record(
+                1,
+                9,
+                "ep-a",
+                ErrorReason::RetriesExhausted,
+                1_714_564_800_000,
+            ),
+            history: History(vec![Action::new(ActionKind::Redriven, 1, "ops")]),
+        };
+        selected.record.envelope.original_key = Some(vec![0xfe, 0x01]);
+        to_json(&selected)
+    }
+
+    fn check(value: Value) -> Result<(), TestCaseError> {
+        if let Ok(selected) = from_json(value) {
+            let _ = table_row(&selected);
+            prop_assert_eq!(from_json(to_json(&selected)), Ok(selected));
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(config(512))]
+
+        #[test]
+        fn any_json_value(value in json_value()) {
+            check(value)?;
+        }
+
+        #[test]
+        fn any_line_of_text(line in prop_oneof![any::<String>(), "[{}\\[\\]\":,a-z0-9 ]{0,64}"]) {
+            if let Ok(value) = serde_json::from_str::<Value>(&line) {
+                check(value)?;
+            }
+        }
+
+        #[test]
+        fn written_records_with_edited_fields(value in edited_object(written())) {
+            check(value)?;
+        }
+    }
+}

@@ -6,6 +6,8 @@ pub mod actions;
 pub mod archive;
 mod error;
 pub mod filter;
+#[cfg(test)]
+mod fuzz;
 pub mod json;
 pub mod original;
 pub mod reader;

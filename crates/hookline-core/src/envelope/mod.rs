@@ -18,6 +18,8 @@ mod avro;
 mod fit;
 #[cfg(test)]
 pub(crate) mod fixtures;
+#[cfg(test)]
+mod fuzz;
 mod reason;
 
 pub use avro::CONFLUENT_FRAMING_LEN;

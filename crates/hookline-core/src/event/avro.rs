@@ -210,3 +210,104 @@ mod tests {
         assert!(WebhookEvent::from_avro_datum(&[0xff; 3], webhook_event_schema()).is_err());
     }
 }
+
+/// Outside input never panics the Avro decoder nor makes it allocate what the datum only
+/// claims: arbitrary bytes, valid datums with bytes edited and huge lengths spliced in, and
+/// record values of any shape. A decoded event survives its own datum.
+#[cfg(test)]
+mod fuzz {
+    use apache_avro::error::Details;
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::event::tests::sample;
+    use crate::fuzz::{
+        avro_record, byte_edits, bytes, config, edited_bytes, edited_record, zigzag,
+    };
+    use crate::schema::MAX_AVRO_ALLOCATION_BYTES;
+
+    const FIELDS: &[&str] = &[
+        "event_id",
+        "event_type",
+        "endpoint_id",
+        "endpoint_url",
+        "payload",
+        "content_type",
+        "headers",
+        "created_at",
+    ];
+
+    fn check_datum(datum: &[u8]) -> Result<(), TestCaseError> {
+        if let Ok(event) = WebhookEvent::from_avro_datum(datum, webhook_event_schema()) {
+            let again = event.to_avro_datum().expect("a decoded event encodes");
+            let back = WebhookEvent::from_avro_datum(&again, webhook_event_schema());
+            prop_assert_eq!(back.ok(), Some(event));
+        }
+        Ok(())
+    }
+
+    fn check_value(value: Value) {
+        if let Ok(event) = WebhookEvent::from_avro_value(value) {
+            let _ = event.validate(1 << 20);
+            let _ = event.to_avro_datum();
+        }
+    }
+
+    proptest! {
+        #![proptest_config(config(512))]
+
+        #[test]
+        fn arbitrary_bytes(datum in bytes()) {
+            check_datum(&datum)?;
+        }
+
+        #[test]
+        fn valid_datums_with_edited_bytes(edits in byte_edits(4)) {
+            let datum = sample().to_avro_datum().expect("encode");
+            check_datum(&edited_bytes(&datum, &edits))?;
+        }
+
+        #[test]
+        fn records_of_any_shape(value in avro_record(FIELDS)) {
+            check_value(value);
+        }
+
+        #[test]
+        fn valid_records_with_edited_fields(value in edited_record(sample().to_avro_value())) {
+            check_value(value);
+        }
+    }
+
+    fn allocation_refused(error: &EventError) -> bool {
+        matches!(
+            error,
+            EventError::Avro(e) if matches!(
+                e.details(),
+                Details::MemoryAllocation { maximum, .. } if *maximum == MAX_AVRO_ALLOCATION_BYTES
+            )
+        )
+    }
+
+    /// A 10-byte datum claiming a 2^60-byte `event_id`, a 64 MiB one (under apache-avro's
+    /// own default bound of 512 MiB) or 2^40 headers is refused before anything is allocated.
+    #[test]
+    fn claimed_lengths_past_the_bound_are_refused_before_allocating() {
+        for claimed in [1i64 << 60, 64 << 20, MAX_AVRO_ALLOCATION_BYTES as i64 + 1] {
+            let datum = [zigzag(claimed), b"e".to_vec()].concat();
+            assert!(datum.len() <= 10);
+            let error =
+                WebhookEvent::from_avro_datum(&datum, webhook_event_schema()).expect_err("refused");
+            assert!(allocation_refused(&error), "{claimed}: {error:?}");
+        }
+        let mut datum = Vec::new();
+        for text in ["e", "t", "ep"] {
+            datum.extend(zigzag(text.len() as i64));
+            datum.extend(text.as_bytes());
+        }
+        datum.extend([0, 0, 0]); // no URL, empty payload, default content type
+        datum.extend(zigzag(1 << 40)); // the headers map's first block count
+        let error =
+            WebhookEvent::from_avro_datum(&datum, webhook_event_schema()).expect_err("refused");
+        assert!(allocation_refused(&error), "{error:?}");
+    }
+}

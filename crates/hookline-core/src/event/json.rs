@@ -274,3 +274,95 @@ mod tests {
         assert!(!is_json_content_type("text/plain"));
     }
 }
+
+/// Outside input never panics the JSON decoder: arbitrary bytes and JSON values, and
+/// valid events with fields removed, retyped, repeated or given huge numbers, deep nesting
+/// and bad base64. A decoded event validates without panicking and survives its JSON form.
+#[cfg(test)]
+mod fuzz {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::event::tests::sample;
+    use crate::fuzz::{
+        byte_edits, bytes, config, deep_json, edited_bytes, edited_object, json_value,
+        object_edits, raw_json,
+    };
+
+    const FIELDS: &[&str] = &[
+        "event_id",
+        "event_type",
+        "endpoint_id",
+        "endpoint_url",
+        "payload",
+        "payload_base64",
+        "content_type",
+        "headers",
+        "created_at_ms",
+    ];
+
+    /// A valid event, field by field as raw JSON.
+    fn valid_fields(payload: String) -> Vec<(&'static str, String)> {
+        vec![
+            ("event_id", r#""evt_1""#.to_owned()),
+            ("event_type", r#""invoice.paid""#.to_owned()),
+            ("endpoint_id", r#""ep_1""#.to_owned()),
+            ("endpoint_url", r#""https://example.com/hook""#.to_owned()),
+            ("payload", payload),
+            ("content_type", r#""application/json""#.to_owned()),
+            ("headers", r#"{"X-Tenant":"acme"}"#.to_owned()),
+            ("created_at_ms", "1700000000000".to_owned()),
+        ]
+    }
+
+    fn check(bytes: &[u8]) -> Result<(), TestCaseError> {
+        if let Ok(event) = WebhookEvent::from_json_at(bytes, 7) {
+            let _ = event.validate(1 << 20);
+            let back = WebhookEvent::from_json_at(&event.to_json(), 0);
+            prop_assert_eq!(back.ok(), Some(event));
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(config(512))]
+
+        #[test]
+        fn arbitrary_bytes(bytes in bytes()) {
+            check(&bytes)?;
+        }
+
+        #[test]
+        fn arbitrary_json_values(value in json_value()) {
+            check(value.to_string().as_bytes())?;
+        }
+
+        #[test]
+        fn valid_events_with_edited_fields(
+            payload in raw_json(),
+            edits in object_edits(FIELDS),
+        ) {
+            check(edited_object(&valid_fields(payload), &edits).as_bytes())?;
+        }
+
+        #[test]
+        fn valid_events_with_edited_bytes(edits in byte_edits(4)) {
+            check(&edited_bytes(&sample().to_json(), &edits))?;
+        }
+
+        #[test]
+        fn deeply_nested_payloads(payload in deep_json()) {
+            check(edited_object(&valid_fields(payload), &[]).as_bytes())?;
+        }
+
+        #[test]
+        fn payload_base64_of_any_text(
+            text in prop_oneof!["[A-Za-z0-9+/=]{0,64}", "[A-Za-z0-9+/=_ -]{0,64}", any::<String>()],
+        ) {
+            let mut fields = valid_fields(String::new());
+            fields.retain(|(name, _)| *name != "payload");
+            fields.push(("payload_base64", serde_json::Value::String(text).to_string()));
+            check(edited_object(&fields, &[]).as_bytes())?;
+        }
+    }
+}

@@ -228,6 +228,21 @@ pub(crate) mod tests {
         assert_eq!(&framed[5..], b"abc");
     }
 
+    proptest::proptest! {
+        #![proptest_config(crate::fuzz::config(512))]
+
+        /// Any bytes: an id exactly when they start with the magic byte and four more, and
+        /// framing gives back the id and the datum.
+        #[test]
+        fn confluent_framing_of_any_bytes(bytes in crate::fuzz::bytes(), id in proptest::prelude::any::<u32>()) {
+            let framed = bytes.len() >= 5 && bytes[0] == 0;
+            proptest::prop_assert_eq!(confluent_schema_id(&bytes).is_some(), framed);
+            let frame = confluent_frame(id, &bytes);
+            proptest::prop_assert_eq!(confluent_schema_id(&frame), Some(id));
+            proptest::prop_assert_eq!(&frame[5..], &bytes[..]);
+        }
+    }
+
     #[test]
     fn reasons() {
         let too_large = EventError::PayloadTooLarge { size: 2, max: 1 };

@@ -188,4 +188,27 @@ mod tests {
         assert_eq!(full.0.len(), 2);
         assert_eq!(full.status(), Status::Redriven);
     }
+
+    proptest::proptest! {
+        #![proptest_config(crate::fuzz::config(512))]
+
+        /// Any value of an action record (the actions topic is written by any client): read
+        /// or refused, and what is read merges into a history.
+        #[test]
+        fn action_records_of_any_value(
+            value in proptest::prop_oneof![
+                crate::fuzz::json_value(),
+                crate::fuzz::edited_object(serde_json::json!({
+                    "action": "redriven", "at": "2024-05-01T00:00:00.000Z", "by": "ops",
+                    "target": "t/0/5", "earlier": [{"action": "note", "at": "x", "by": "y"}],
+                })),
+            ],
+        ) {
+            if let Ok(stored) = serde_json::from_slice::<StoredAction>(value.to_string().as_bytes()) {
+                let mut history = History::default();
+                history.merge(stored);
+                let _ = history.status();
+            }
+        }
+    }
 }

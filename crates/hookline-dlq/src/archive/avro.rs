@@ -9,7 +9,8 @@ use std::path::Path;
 use apache_avro::types::Value;
 use apache_avro::{Codec, DeflateSettings, Reader, Schema, Writer};
 use hookline_core::envelope::DlqEnvelope;
-use hookline_core::schema::dlq_envelope_schema;
+use hookline_core::schema::{dlq_envelope_schema, limit_avro_allocations};
+use hookline_kafka::check_writer_schema;
 
 use crate::actions::{Action, ActionKind, History};
 use crate::error::{DlqError, Result};
@@ -151,9 +152,17 @@ pub fn write(
     Ok(count)
 }
 
-/// Reads an Avro archive written by [`write`].
+/// Reads an Avro archive written by [`write`]. Its embedded schema is checked as a registry's
+/// writer schema is ([`check_writer_schema`]), and no length the file claims is allocated
+/// past [`MAX_AVRO_ALLOCATION_BYTES`](hookline_core::schema::MAX_AVRO_ALLOCATION_BYTES).
 pub fn read(path: &Path, input: impl Read) -> Result<Vec<Selected>> {
+    limit_avro_allocations();
     let reader = Reader::new(input).map_err(avro_error(path, "reading the header"))?;
+    check_writer_schema(reader.writer_schema()).map_err(|refusal| DlqError::Archive {
+        path: path.to_owned(),
+        item: 0,
+        problem: format!("its schema cannot be read safely: {refusal}"),
+    })?;
     let name = match reader.writer_schema() {
         Schema::Record(record) => record.name.fullname(None),
         _ => String::new(),
@@ -323,5 +332,150 @@ mod tests {
         assert_eq!(read, [selected]);
         assert!(!read[0].record.envelope.original_payload_truncated);
         assert_eq!(read[0].record.envelope.original_payload_size, None);
+    }
+}
+
+/// Outside input never panics the Avro archive reader nor makes it allocate what the file
+/// only claims: arbitrary bytes after the magic, archives as written with bytes edited, and
+/// archives whose embedded schema the reader cannot decode with safely.
+#[cfg(test)]
+mod fuzz {
+    use hookline_core::envelope::ErrorReason;
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::fuzz::config;
+    use crate::record::fixtures::record;
+
+    fn archive() -> Vec<u8> {
+        let records = [0, 1].map(|offset| Selected {
+            record: record(0, offset, "ep-a", ErrorReason::RetriesExhausted, 1_000),
+            history: History(vec![Action::new(ActionKind::Note, 5, "ops")]),
+        });
+        let mut out = Vec::new();
+        write(Path::new("a.avro"), &mut out, "dlq", records.into_iter()).expect("written");
+        out
+    }
+
+    fn zigzag(n: i64) -> Vec<u8> {
+        let mut z = ((n << 1) ^ (n >> 63)) as u64;
+        let mut out = Vec::new();
+        while z >= 0x80 {
+            out.push((z as u8) | 0x80);
+            z >>= 7;
+        }
+        out.push(z as u8);
+        out
+    }
+
+    fn text(s: &str) -> Vec<u8> {
+        [zigzag(s.len() as i64), s.as_bytes().to_vec()].concat()
+    }
+
+    /// An object container file with `schema`, no codec, and one block of `count` items
+    /// claiming `size` bytes and holding `data`.
+    fn container(schema: &str, count: i64, size: i64, data: &[u8]) -> Vec<u8> {
+        let sync = [7u8; 16];
+        let mut out = b"Obj\x01".to_vec();
+        out.extend(zigzag(2));
+        out.extend(text("avro.schema"));
+        out.extend(text(schema));
+        out.extend(text("avro.codec"));
+        out.extend(text("null"));
+        out.push(0);
+        out.extend(sync);
+        out.extend(zigzag(count));
+        out.extend(zigzag(size));
+        out.extend(data);
+        out.extend(sync);
+        out
+    }
+
+    fn read_on_worker_stack(bytes: Vec<u8>) -> Result<Vec<Selected>> {
+        std::thread::Builder::new()
+            .stack_size(2 * 1024 * 1024)
+            .spawn(move || read(Path::new("x.avro"), bytes.as_slice()))
+            .expect("thread")
+            .join()
+            .expect("no panic")
+    }
+
+    proptest! {
+        #![proptest_config(config(256))]
+
+        #[test]
+        fn any_bytes_after_the_magic(rest in vec(any::<u8>(), 0..512)) {
+            let _ = read_on_worker_stack([&b"Obj\x01"[..], &rest].concat());
+        }
+
+        #[test]
+        fn written_archives_with_edited_bytes(
+            edits in vec((any::<usize>(), 1u8..), 1..4),
+            cut in proptest::option::of(any::<usize>()),
+        ) {
+            let mut bytes = archive();
+            for (at, x) in edits {
+                let at = at % bytes.len();
+                bytes[at] ^= x;
+            }
+            if let Some(cut) = cut {
+                bytes.truncate(cut % (bytes.len() + 1));
+            }
+            let _ = read_on_worker_stack(bytes);
+        }
+
+        #[test]
+        fn blocks_claiming_any_size(count in any::<i64>(), size in any::<i64>()) {
+            let schema = archive_schema_json();
+            let _ = read_on_worker_stack(container(&schema, count, size, &[0; 8]));
+        }
+    }
+
+    #[test]
+    fn an_archive_reads_back() {
+        assert_eq!(read_on_worker_stack(archive()).expect("reads").len(), 2);
+    }
+
+    /// A block claiming 64 MiB (under apache-avro's own default bound of 512 MiB, which it
+    /// would fill with zeros before reading) is refused before anything is allocated.
+    #[test]
+    fn a_block_claiming_more_than_the_bound_is_refused_before_allocating() {
+        let bytes = container(&archive_schema_json(), 1, 64 << 20, &[]);
+        let error = read_on_worker_stack(bytes).expect_err("refused");
+        let DlqError::Avro { source, .. } = &error else {
+            panic!("{error}");
+        };
+        assert!(
+            matches!(
+                source.details(),
+                apache_avro::error::Details::MemoryAllocation { maximum, .. }
+                    if *maximum == hookline_core::schema::MAX_AVRO_ALLOCATION_BYTES
+            ),
+            "{error}"
+        );
+    }
+
+    /// An archive whose records are a recursive `DlqArchiveRecord`, 100000 levels deep in a
+    /// file of 100 KB, read on a tokio worker's stack.
+    #[test]
+    fn an_archive_with_a_recursive_schema_is_refused() {
+        let schema = r#"{"type":"record","name":"DlqArchiveRecord","namespace":"dev.hookline",
+            "fields":[{"name":"next","type":["null","DlqArchiveRecord"]}]}"#;
+        let depth = 100_000;
+        let data = [vec![2; depth], vec![0]].concat();
+        let bytes = container(schema, 1, data.len() as i64, &data);
+        let error = read_on_worker_stack(bytes).expect_err("refused");
+        assert!(error.to_string().contains("recursive"), "{error}");
+    }
+
+    /// An archive whose schema has a fixed type of 64 GiB: read into a buffer of that size.
+    #[test]
+    fn an_archive_with_a_huge_fixed_type_is_refused() {
+        let schema = r#"{"type":"record","name":"DlqArchiveRecord","namespace":"dev.hookline",
+            "fields":[{"name":"f","type":{"type":"fixed","name":"F","size":68719476736}}]}"#;
+        let bytes = container(schema, 1, 1, &[0]);
+        let error = read_on_worker_stack(bytes).expect_err("refused");
+        assert!(error.to_string().contains("fixed"), "{error}");
     }
 }

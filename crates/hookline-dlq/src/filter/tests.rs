@@ -169,3 +169,98 @@ fn places_offsets_and_explicit_records() {
     assert_eq!(explicit.first_offset(1), None);
     assert!(!explicit.wants_partition(1));
 }
+
+/// Outside input never panics the selection flags: times, reasons, places and offsets of any
+/// text and value, resolved against any clock; a filter that builds is then applied.
+mod fuzz {
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::fuzz::config;
+    use crate::reader::start_for;
+
+    fn time() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "[0-9]{1,25} ?(ms|s|m|min|h|d|w|x)?( ago)?",
+            "[0-9]{1,6}-[0-9]{1,2}-[0-9]{1,2}(T[0-9]{1,2}:[0-9]{2}(:[0-9]{2}(\\.[0-9]{1,12})?)?(Z|[+-][0-9]{2}:?[0-9]{2})?)?",
+            Just("now".to_owned()),
+            Just("-9999-01-01T00:00:00Z".to_owned()),
+            Just("9999-12-31T23:59:59.999999999Z".to_owned()),
+            Just("18446744073709551615w".to_owned()),
+            any::<String>(),
+        ]
+    }
+
+    fn list() -> impl Strategy<Value = Vec<String>> {
+        vec(
+            prop_oneof![
+                "[a-z_,]{0,24}",
+                "[A-Z_,]{0,24}",
+                "-?[0-9]{1,20}/-?[0-9]{1,20}(,[0-9]{1,3}/[0-9]{1,3})?",
+                any::<String>(),
+            ],
+            0..3,
+        )
+    }
+
+    fn edge() -> impl Strategy<Value = i64> {
+        prop_oneof![
+            Just(0),
+            Just(-1),
+            Just(i64::MAX),
+            Just(i64::MIN),
+            any::<i64>()
+        ]
+    }
+
+    prop_compose! {
+        fn spec()(
+            reasons in list(),
+            endpoints in list(),
+            event_types in list(),
+            event_ids in list(),
+            since in proptest::option::of(time()),
+            until in proptest::option::of(time()),
+            partitions in vec(prop_oneof![Just(0), Just(-1), any::<i32>()], 0..3),
+            from_offset in proptest::option::of(edge()),
+            to_offset in proptest::option::of(edge()),
+            records in list(),
+        ) -> FilterSpec {
+            FilterSpec {
+                reasons, endpoints, event_types, event_ids, since, until, partitions,
+                from_offset, to_offset, records,
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(config(512))]
+
+        #[test]
+        fn times_of_any_text(text in time(), now in edge()) {
+            if let Ok(bound) = TimeBound::parse("--since", &text) {
+                let _ = format_ms(bound.to_ms(now));
+            }
+        }
+
+        #[test]
+        fn places_of_any_text(text in prop_oneof!["-?[0-9]{0,20}/-?[0-9]{0,20}", any::<String>()]) {
+            if let Ok(place) = text.parse::<RecordRef>() {
+                prop_assert_eq!(place.to_string().parse::<RecordRef>(), Ok(place));
+            }
+        }
+
+        #[test]
+        fn specs_of_any_values(spec in spec(), now in edge(), at in edge(), partition in any::<i32>()) {
+            if let Ok(filter) = spec.build(now) {
+                let mut r = record(partition, 0, "ep", ErrorReason::BlockedUrl, 0);
+                r.offset = at;
+                r.envelope.error_timestamp_ms = at;
+                let _ = filter.matches(&r);
+                let _ = filter.is_place_only();
+                let _ = start_for(&filter, partition);
+            }
+        }
+    }
+}

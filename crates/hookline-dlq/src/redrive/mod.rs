@@ -240,9 +240,28 @@ pub fn outgoing(
     }
 }
 
-/// Parses `--rate`: `N`, `N/s` or `N/m` (records per second or minute), positive.
+/// The smallest redrive rate, records per second: one in 1000 s (as for an endpoint's
+/// `rate_limit_per_s`), so that the wait between two records always fits a clock.
+pub const MIN_RATE_PER_S: f64 = hookline_core::endpoint::MIN_RATE_PER_S;
+
+/// The wait between two records sent at `rate_per_s`; `None` for a rate that is not a
+/// number of at least [`MIN_RATE_PER_S`].
+pub(crate) fn rate_interval(rate_per_s: f64) -> Option<Duration> {
+    if rate_per_s.is_finite() && rate_per_s >= MIN_RATE_PER_S {
+        Duration::try_from_secs_f64(1.0 / rate_per_s).ok()
+    } else {
+        None
+    }
+}
+
+/// Parses `--rate`: `N`, `N/s` or `N/m` (records per second or minute), at least
+/// [`MIN_RATE_PER_S`].
 pub fn parse_rate(text: &str) -> Result<f64, String> {
-    let invalid = || format!("--rate `{text}` is not a positive rate such as 10/s or 100/m");
+    let invalid = || {
+        format!(
+            "--rate `{text}` is not a rate of at least {MIN_RATE_PER_S}/s such as 10/s or 100/m"
+        )
+    };
     let (number, per) = text.trim().split_once('/').unwrap_or((text.trim(), "s"));
     let n: f64 = number.trim().parse().map_err(|_| invalid())?;
     let per_s = match per.trim() {
@@ -250,10 +269,9 @@ pub fn parse_rate(text: &str) -> Result<f64, String> {
         "m" | "min" => n / 60.0,
         _ => return Err(invalid()),
     };
-    if per_s.is_finite() && per_s > 0.0 {
-        Ok(per_s)
-    } else {
-        Err(invalid())
+    match rate_interval(per_s) {
+        Some(_) => Ok(per_s),
+        None => Err(invalid()),
     }
 }
 
@@ -360,6 +378,41 @@ mod tests {
         assert_eq!(parse_rate("120/m"), Ok(2.0));
         for bad in ["0", "-1/s", "x/s", "10/h", "inf"] {
             assert!(parse_rate(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_rate("0.06/m"), Ok(0.001));
+    }
+
+    /// Found by `rates_of_any_text`: these parsed, and the redrive then panicked computing
+    /// (`1e-300`) or adding (`.1e-18`, a wait of 10^19 s) the wait between two records.
+    #[test]
+    fn rates_too_small_to_wait_for_are_refused() {
+        for bad in [".1e-18", "1e-300", "5e-324/m", "0.0009/s", "0.05/m"] {
+            assert!(parse_rate(bad).is_err(), "{bad}");
+        }
+        for bad in [1e-19, 1e-300, f64::NAN, -1.0, f64::INFINITY] {
+            assert_eq!(rate_interval(bad), None, "{bad}");
+        }
+        assert_eq!(rate_interval(1e300), Some(Duration::ZERO));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(crate::fuzz::config(512))]
+
+        /// Any `--rate` text: a rate that parses paces a redrive (its interval is a duration
+        /// that can be waited out).
+        #[test]
+        fn rates_of_any_text(
+            text in proptest::prop_oneof![
+                "-?[0-9]{0,12}(\\.[0-9]{0,12})?(e-?[0-9]{1,3})? ?(/ ?(s|sec|m|min|h))?",
+                proptest::prelude::any::<String>(),
+            ],
+        ) {
+            if let Ok(rate) = parse_rate(&text) {
+                let interval = rate_interval(rate);
+                proptest::prop_assert!(interval.is_some(), "{text}: {rate}");
+                let now = tokio::time::Instant::now();
+                proptest::prop_assert!(now.checked_add(interval.unwrap_or_default()).is_some());
+            }
         }
     }
 }

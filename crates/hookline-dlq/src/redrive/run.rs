@@ -7,7 +7,7 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use tokio::time::Instant;
 
-use super::{RedriveOptions, RedriveReport, Refusal, Refused, Sent, outgoing};
+use super::{RedriveOptions, RedriveReport, Refusal, Refused, Sent, outgoing, rate_interval};
 use crate::actions::{Action, ActionKind, ActionWriter};
 use crate::error::{DlqError, Result};
 use crate::filter::{Filter, now_ms};
@@ -90,7 +90,8 @@ pub async fn redrive(
         .map_err(DlqError::kafka("creating the redrive producer"))?;
     let interval = options
         .rate_per_s
-        .map(|rate| Duration::from_secs_f64(1.0 / rate));
+        .map(|rate| rate_interval(rate).ok_or(DlqError::InvalidRate { rate }))
+        .transpose()?;
     let mut next_slot = Instant::now();
     for (index, record) in planned.iter().enumerate() {
         if let Some(interval) = interval {

@@ -21,6 +21,14 @@ use serde::Deserialize;
 pub use self::nesting::{MAX_SCHEMA_DEPTH, SchemaRefusal};
 use crate::{Error, Result};
 
+/// Checks a writer schema that comes from elsewhere than the registry (an archive file's)
+/// as the registry's are before anything is decoded with it: refused when it is recursive,
+/// nests more than [`MAX_SCHEMA_DEPTH`] levels deep, refers to a type it does not define,
+/// or has a fixed type larger than the decoder may allocate.
+pub fn check_writer_schema(schema: &Schema) -> std::result::Result<(), SchemaRefusal> {
+    nesting::check(schema).map(drop)
+}
+
 const CONTENT_TYPE: &str = "application/vnd.schemaregistry.v1+json";
 
 /// How to reach the registry.

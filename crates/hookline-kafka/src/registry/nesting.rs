@@ -2,16 +2,18 @@
 //! recurses once per level of nesting with no limit of its own, so a recursive schema (a
 //! named type that refers to itself, directly or through other types) lets a few bytes of
 //! value overflow the stack and abort the process; so can a deep chain of references.
-//! hookline's own schemas are neither.
+//! hookline's own schemas are neither. A `fixed` type is read into a buffer of its size,
+//! allocated before a byte of the value is read and without apache-avro's allocation bound,
+//! so a large one lets a few bytes of value abort the process too.
 
 use std::collections::HashMap;
 use std::fmt;
 
 use apache_avro::Schema;
 use apache_avro::schema::{
-    Aliases, DecimalSchema, EnumSchema, FixedSchema, InnerDecimalSchema, Name, RecordSchema,
-    UuidSchema,
+    Aliases, DecimalSchema, EnumSchema, InnerDecimalSchema, Name, RecordSchema, UuidSchema,
 };
+use hookline_core::schema::MAX_AVRO_ALLOCATION_BYTES;
 
 /// How many levels of nested types (records, fields, arrays, maps, unions, references) a
 /// writer schema may have. hookline's schemas have five at most. A debug build of
@@ -44,6 +46,16 @@ pub enum SchemaRefusal {
         /// The full name referred to.
         name: String,
     },
+    /// A `fixed` type is larger than the decoder may allocate
+    /// ([`MAX_AVRO_ALLOCATION_BYTES`](hookline_core::schema::MAX_AVRO_ALLOCATION_BYTES)).
+    FixedTooLarge {
+        /// The full name of that type.
+        name: String,
+        /// Its size in bytes.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
 }
 
 impl fmt::Display for SchemaRefusal {
@@ -61,6 +73,12 @@ impl fmt::Display for SchemaRefusal {
             }
             SchemaRefusal::UnknownReference { name } => {
                 write!(f, "it refers to {name}, which it does not define")
+            }
+            SchemaRefusal::FixedTooLarge { name, size, limit } => {
+                write!(
+                    f,
+                    "its fixed type {name} is {size} bytes, over the limit of {limit}"
+                )
             }
         }
     }
@@ -118,14 +136,24 @@ impl Walk {
                 inner: InnerDecimalSchema::Bytes,
                 ..
             }) => Ok(1),
-            Schema::Enum(EnumSchema { name, aliases, .. })
-            | Schema::Fixed(FixedSchema { name, aliases, .. })
-            | Schema::Duration(FixedSchema { name, aliases, .. })
-            | Schema::Uuid(UuidSchema::Fixed(FixedSchema { name, aliases, .. }))
+            Schema::Enum(EnumSchema { name, aliases, .. }) => Ok(self.finish(name, aliases, 1)),
+            Schema::Fixed(fixed)
+            | Schema::Duration(fixed)
+            | Schema::Uuid(UuidSchema::Fixed(fixed))
             | Schema::Decimal(DecimalSchema {
-                inner: InnerDecimalSchema::Fixed(FixedSchema { name, aliases, .. }),
+                inner: InnerDecimalSchema::Fixed(fixed),
                 ..
-            }) => Ok(self.finish(name, aliases, 1)),
+            }) => {
+                let limit = MAX_AVRO_ALLOCATION_BYTES;
+                if fixed.size > limit {
+                    return Err(SchemaRefusal::FixedTooLarge {
+                        name: fixed.name.fullname(None),
+                        size: fixed.size,
+                        limit,
+                    });
+                }
+                Ok(self.finish(&fixed.name, &fixed.aliases, 1))
+            }
             Schema::Array(array) => Ok(1 + self.height(&array.items, level + 1)?),
             Schema::Map(map) => Ok(1 + self.height(&map.types, level + 1)?),
             Schema::Union(union) => {
@@ -263,6 +291,34 @@ mod tests {
                 "fields":[{"name":"v","type":"string"}]}},
             {"name":"again","type":["null","Inner"]}]}"#;
         assert_eq!(checked(nested), Ok(()));
+    }
+
+    /// Found by `decode::fuzz`: a registry answer with this schema and an empty datum made
+    /// the decoder ask for 64 GiB at once, aborting the process.
+    #[test]
+    fn a_fixed_type_larger_than_the_decoder_may_allocate_is_refused() {
+        let huge = r#"{"type":"record","name":"R","fields":[
+            {"name":"f","type":{"type":"fixed","name":"Blob","size":67866582355}}]}"#;
+        assert_eq!(
+            checked(huge),
+            Err(SchemaRefusal::FixedTooLarge {
+                name: "Blob".to_owned(),
+                size: 67_866_582_355,
+                limit: MAX_AVRO_ALLOCATION_BYTES,
+            })
+        );
+        for (logical, size) in [("decimal", 1usize << 40), ("uuid", 1 << 40)] {
+            let json = format!(
+                r#"{{"type":"fixed","name":"F","size":{size},"logicalType":"{logical}","precision":3}}"#
+            );
+            assert!(
+                matches!(checked(&json), Err(SchemaRefusal::FixedTooLarge { .. })),
+                "{logical}"
+            );
+        }
+        let at_limit =
+            format!(r#"{{"type":"fixed","name":"F","size":{MAX_AVRO_ALLOCATION_BYTES}}}"#);
+        assert_eq!(checked(&at_limit), Ok(()));
     }
 
     #[test]

@@ -140,7 +140,7 @@ struct RedriveArgs {
     /// List what would be sent; send and record nothing.
     #[arg(long)]
     dry_run: bool,
-    /// At most this many records per second (N, N/s or N/m).
+    /// At most this many records per second (N, N/s or N/m; at least 0.001/s).
     #[arg(long, value_name = "RATE", value_parser = parse_rate)]
     rate: Option<f64>,
     /// Who is acting, for the headers and the audit trail (default: $USER).
