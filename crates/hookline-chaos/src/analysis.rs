@@ -70,8 +70,9 @@ pub fn longest_stall(spans: &[Span], window: (f64, f64)) -> Stall {
             points.push((end.max(span.start), true));
         }
     }
-    // At one instant, finishing first: an event published as another finishes is no stall.
-    points.sort_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)));
+    // At one instant, publishing first: an event may be delivered before its publisher
+    // hears back from Kafka, so its finish is moved to its publication, and must follow it.
+    points.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
     let mut best = Stall::default();
     let mut consider = |from: f64, to: f64| {
         let (from, to) = (from.max(window.0), to.min(window.1));

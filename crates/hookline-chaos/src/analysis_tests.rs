@@ -88,6 +88,12 @@ fn nothing_outstanding_is_no_stall() {
 }
 
 #[test]
+fn an_event_delivered_before_its_publisher_heard_back_is_finished() {
+    let spans = [span(1.0, Some(1.2)), span(5.0, Some(4.9))];
+    assert!((longest_stall(&spans, (0.0, 100.0)).seconds - 0.2).abs() < 1e-9);
+}
+
+#[test]
 fn an_unfinished_event_stalls_to_the_end_and_the_window_clips() {
     let spans = [span(1.0, Some(1.2)), span(2.0, None)];
     let stall = longest_stall(&spans, (0.0, 12.0));

@@ -10,6 +10,7 @@ use hookline_kafka::KafkaSettings;
 use hookline_producer::{EndpointStore, Topics, TopicsPlan, provision};
 use rdkafka::admin::{AdminClient, AdminOptions, AlterConfig, ResourceSpecifier};
 use rdkafka::client::DefaultClientContext;
+use rdkafka::types::RDKafkaErrorCode;
 
 /// Partitions of the events topic (and of the tiers and the DLQ).
 pub const PARTITIONS: i32 = 6;
@@ -91,13 +92,21 @@ impl Fixture {
             .create()
             .context("creating the admin client")?;
         let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
-        for result in admin
-            .delete_groups(&[group], &options)
-            .await
-            .context("deleting the group")?
-        {
-            if let Err((group, code)) = result {
-                tracing::warn!(%group, %code, "could not delete a consumer group");
+        // A killed member stays in the group until its session times out: try again.
+        for _ in 0..5 {
+            let results = admin
+                .delete_groups(&[group], &options)
+                .await
+                .context("deleting the group")?;
+            match results.into_iter().next() {
+                Some(Err((_, RDKafkaErrorCode::NonEmptyGroup))) => {
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                }
+                Some(Err((group, code))) => {
+                    tracing::warn!(%group, %code, "could not delete a consumer group");
+                    break;
+                }
+                Some(Ok(_)) | None => break,
             }
         }
         let topics: Vec<&str> = self.created.iter().map(String::as_str).collect();

@@ -64,6 +64,10 @@ struct Cli {
     /// Leave each scenario's topics and consumer group on the broker.
     #[arg(long)]
     keep_topics: bool,
+    /// An extra librdkafka property for every dispatcher (`KEY=VALUE`, repeatable), e.g.
+    /// `group.remote.assignor=range`; named in the report.
+    #[arg(long = "dispatcher-property", value_name = "KEY=VALUE", value_parser = key_value)]
+    dispatcher_properties: Vec<(String, String)>,
     /// A free-form line about the stack and the revision, kept in the report.
     #[arg(long, default_value = "")]
     label: String,
@@ -132,6 +136,7 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
         short: cli.short,
         out: cli.out.clone(),
         keep_topics: cli.keep_topics,
+        dispatcher_properties: cli.dispatcher_properties.clone(),
     };
     std::fs::create_dir_all(&env.out).with_context(|| format!("creating {}", env.out.display()))?;
     let results = env.out.join("results.json");
@@ -182,6 +187,13 @@ async fn run(cli: Cli) -> anyhow::Result<bool> {
     Ok(suite.passed)
 }
 
+fn key_value(text: &str) -> Result<(String, String), String> {
+    text.split_once('=')
+        .map(|(key, value)| (key.trim().to_owned(), value.trim().to_owned()))
+        .filter(|(key, _)| !key.is_empty())
+        .ok_or_else(|| format!("{text:?} is not KEY=VALUE"))
+}
+
 fn versions(env: &Env, label: &str) -> BTreeMap<String, String> {
     let mut versions = BTreeMap::new();
     let hookline = std::process::Command::new(&env.hookline)
@@ -198,6 +210,9 @@ fn versions(env: &Env, label: &str) -> BTreeMap<String, String> {
         rdkafka::util::get_rdkafka_version().1,
     );
     versions.insert("chaos".to_owned(), env!("CARGO_PKG_VERSION").to_owned());
+    for (key, value) in &env.dispatcher_properties {
+        versions.insert(format!("dispatcher property {key}"), value.clone());
+    }
     if !label.is_empty() {
         versions.insert("label".to_owned(), label.to_owned());
     }

@@ -39,6 +39,8 @@ pub struct DispatcherSettings {
     pub shutdown_grace_ms: u64,
     /// The uncommitted window per partition.
     pub max_uncommitted_per_partition: u64,
+    /// Extra librdkafka properties (`--dispatcher-property`).
+    pub kafka_properties: Vec<(String, String)>,
 }
 
 impl DispatcherSettings {
@@ -46,6 +48,11 @@ impl DispatcherSettings {
     /// know who sent what), with its admin port.
     pub fn toml(&self, name: &str, admin_port: u16) -> String {
         let tiers: Vec<String> = self.tiers.iter().map(|t| format!("{t:?}")).collect();
+        let properties: Vec<String> = self
+            .kafka_properties
+            .iter()
+            .map(|(key, value)| format!("{key:?} = {value:?}"))
+            .collect();
         format!(
             r#"# Written by hookline-chaos for replica {name}.
 group_id = "{group}"
@@ -56,6 +63,7 @@ dispatcher_id = "{name}"
 
 [kafka]
 bootstrap_servers = "{bootstrap}"
+properties = {{ {properties} }}
 
 [registry]
 url = "{registry}"
@@ -96,6 +104,7 @@ listen = "127.0.0.1:{admin_port}"
             attempts = self.max_attempts,
             timeout = self.timeout_ms,
             window = self.max_uncommitted_per_partition,
+            properties = properties.join(", "),
         )
     }
 }
@@ -337,6 +346,7 @@ mod tests {
             session_timeout_ms: 6000,
             shutdown_grace_ms: 10_000,
             max_uncommitted_per_partition: 1000,
+            kafka_properties: vec![("group.remote.assignor".to_owned(), "range".to_owned())],
         };
         let path = std::env::temp_dir().join(format!("chaos-config-{}.toml", std::process::id()));
         std::fs::write(&path, settings.toml("r0.1", 12345)).unwrap();
@@ -348,6 +358,7 @@ mod tests {
         assert_eq!(config.retry.cap_ms, 1000);
         assert_eq!(config.topics.retry_tiers, ["1s", "5s"]);
         assert_eq!(config.admin.listen, "127.0.0.1:12345");
+        assert_eq!(config.kafka.properties["group.remote.assignor"], "range");
         config.into_settings().expect("valid");
     }
 }

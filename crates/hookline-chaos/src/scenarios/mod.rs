@@ -57,6 +57,8 @@ pub struct Env {
     pub out: PathBuf,
     /// Leave topics and groups on the broker.
     pub keep_topics: bool,
+    /// Extra librdkafka properties for every dispatcher.
+    pub dispatcher_properties: Vec<(String, String)>,
 }
 
 impl Env {
@@ -152,6 +154,7 @@ impl<'a> Scenario<'a> {
             session_timeout_ms: 6000,
             shutdown_grace_ms: 10_000,
             max_uncommitted_per_partition: WINDOW,
+            kafka_properties: env.dispatcher_properties.clone(),
         };
         let replicas = Replicas::new(&env.hookline, settings, &dir, timeline.clone());
         timeline.note(format!(
@@ -362,6 +365,8 @@ impl<'a> Scenario<'a> {
             .failures
             .extend(self.replicas.problems().iter().cloned());
         report.timeline = self.timeline.all();
+        // Before the topics go, or its consumer complains about them.
+        self.dlq.stop().await;
         if !self.env.keep_topics
             && let Err(error) = self
                 .fixture
@@ -372,7 +377,6 @@ impl<'a> Scenario<'a> {
                 .notes
                 .push(format!("could not remove the topics: {error:#}"));
         }
-        self.dlq.stop().await;
         report
     }
 }
