@@ -287,7 +287,10 @@ impl Replicas {
                 Some(Err(error)) => Some(error.to_string()),
                 Some(Ok(None)) | None => None,
             };
-            if let (Some(status), Some(replica)) = (exited, self.slots[slot].take()) {
+            // Taken out only when it exited: dropping a running one would kill it.
+            if let Some(status) = exited
+                && let Some(replica) = self.slots[slot].take()
+            {
                 self.problem(format!(
                     "{} exited by itself ({status}); see its log",
                     replica.name

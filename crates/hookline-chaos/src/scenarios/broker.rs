@@ -1,7 +1,8 @@
 //! Broker restart: the local stack's broker is stopped, stays down 20 s (10 s in the short
 //! run) and is started again (`deploy/local/stack restart kafka --down-for N`), mid-run. A
-//! healthy endpoint and one that fails every first attempt (so retry copies are written
-//! while the broker is away) receive a steady load; the publisher waits the outage out.
+//! healthy endpoint and one that answers 503 to a fifth of first attempts (so retry copies
+//! are written while the broker is away, and its circuit breaker stays closed) receive a
+//! steady load; the publisher waits the outage out.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,7 +10,7 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use serde_json::json;
 
-use super::{Env, Scenario, pick};
+use super::{Env, Scenario, chance, pick};
 use crate::load::{Body, Expect, Load, Outgoing, event};
 use crate::receiver::{Answer, Ask, always};
 use crate::report::ScenarioReport;
@@ -25,12 +26,15 @@ pub async fn run(env: &Env) -> anyhow::Result<ScenarioReport> {
     let mut s = Scenario::new(env, NAME, TITLE).await?;
     s.settings = json!({
         "events": events, "rate_per_s": rate, "replicas": 3, "down_for_s": down_s,
-        "restart_after_s": after_s, "endpoints": "ok 90% (204), flaky 10% (503 to attempt 1)",
+        "restart_after_s": after_s, "endpoints": "ok 90% (204), flaky 10% (503 to a fifth of first attempts)",
     });
     s.endpoint("ok", always(204), true).await?;
-    let flaky = Arc::new(|ask: &Ask<'_>| match ask.attempt {
-        1 => Answer::Status(503),
-        _ => Answer::Status(204),
+    let flaky = Arc::new(|ask: &Ask<'_>| {
+        if ask.attempt == 1 && chance(ask.id, 1, 20) {
+            Answer::Status(503)
+        } else {
+            Answer::Status(204)
+        }
     });
     s.endpoint("flaky", flaky, false).await?;
     s.start_replicas(3).await?;

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{Env, Scenario, coin, pick};
+use super::{Env, Scenario, chance, pick};
 use crate::load::{Body, Expect, Load, Outgoing, event};
 use crate::receiver::{Answer, Ask, Mode, always};
 use crate::report::ScenarioReport;
@@ -44,7 +44,7 @@ pub async fn run(env: &Env) -> anyhow::Result<ScenarioReport> {
     let flap = s.endpoint("flap", always(204), false).await?;
     s.endpoints[flap].lateness = false;
     let half = Arc::new(|ask: &Ask<'_>| {
-        if coin(ask.id, ask.attempt) {
+        if chance(ask.id, ask.attempt, 50) {
             Answer::Status(503)
         } else {
             Answer::Status(204)

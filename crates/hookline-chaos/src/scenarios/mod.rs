@@ -407,13 +407,15 @@ pub fn pick<'n>(shares: &[(&'n str, u64)], n: u64) -> &'n str {
     shares.last().map_or("", |(name, _)| name)
 }
 
-/// A deterministic coin for `id`/`attempt`: the same request gets the same answer on any run.
-pub fn coin(id: &str, attempt: u32) -> bool {
+/// A deterministic draw for `id`/`attempt`, true `percent`% of the time: the same request
+/// gets the same answer on any run.
+pub fn chance(id: &str, attempt: u32, percent: u64) -> bool {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for byte in id.bytes().chain(attempt.to_le_bytes()) {
         hash = (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3);
     }
-    hash & 1 == 1
+    // The high bits mix best.
+    (hash >> 32) % 100 < percent
 }
 
 #[cfg(test)]
@@ -428,9 +430,15 @@ mod tests {
     }
 
     #[test]
-    fn the_coin_is_fair_enough_and_stable() {
-        let heads = (0..10_000).filter(|n| coin(&format!("evt-{n}"), 1)).count();
-        assert!((4_500..5_500).contains(&heads), "{heads}");
-        assert_eq!(coin("x", 2), coin("x", 2));
+    fn chances_come_out_near_their_share_and_are_stable() {
+        for percent in [20, 50] {
+            let hits = (0..10_000)
+                .filter(|n| chance(&format!("evt-{n}"), 1, percent))
+                .count();
+            let expected = percent as usize * 100;
+            assert!(hits.abs_diff(expected) < 500, "{percent}%: {hits}");
+        }
+        assert_eq!(chance("x", 2, 50), chance("x", 2, 50));
+        assert!(!chance("x", 1, 0) && chance("x", 1, 100));
     }
 }
