@@ -437,26 +437,24 @@ pub fn departure(
     }
 }
 
-/// The longest gap between two 2xx answers of each partition (or from the start), by
-/// partition, while the run lasted.
-pub fn partition_gaps(published: &[Published], requests: &[Request]) -> BTreeMap<i32, f64> {
-    let partition_of: HashMap<&str, i32> = published
-        .iter()
-        .map(|p| (p.id.as_str(), p.partition))
-        .collect();
-    let mut times: BTreeMap<i32, Vec<f64>> = BTreeMap::new();
-    for request in requests.iter().filter(|r| r.answer.is_success()) {
-        if let Some(partition) = partition_of.get(request.id.as_str()) {
-            times.entry(*partition).or_default().push(request.at);
-        }
+/// The longest stall of each partition of the events topic: [`longest_stall`] over the
+/// healthy endpoints' events of that partition alone.
+pub fn partition_stalls(
+    published: &[Published],
+    finished: &HashMap<String, f64>,
+    healthy: &HashSet<String>,
+    end: f64,
+) -> BTreeMap<i32, f64> {
+    let mut spans: BTreeMap<i32, Vec<Span>> = BTreeMap::new();
+    for record in published.iter().filter(|p| healthy.contains(&p.endpoint)) {
+        spans.entry(record.partition).or_default().push(Span {
+            start: record.at,
+            end: finished.get(&record.id).copied(),
+        });
     }
-    times
+    spans
         .into_iter()
-        .map(|(partition, mut at)| {
-            at.sort_by(f64::total_cmp);
-            let gap = at.windows(2).map(|w| w[1] - w[0]).fold(0.0, f64::max);
-            (partition, gap)
-        })
+        .map(|(partition, spans)| (partition, longest_stall(&spans, (0.0, end)).seconds))
         .collect()
 }
 

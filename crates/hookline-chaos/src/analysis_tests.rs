@@ -261,8 +261,12 @@ fn a_departure_names_its_partitions_and_when_they_resumed() {
         (after.others_longest_stall_s - 3.0).abs() < 1e-9,
         "{after:?}"
     );
-    let gaps = partition_gaps(&records, &requests);
-    assert!((gaps[&0] - 7.2).abs() < 1e-9, "{gaps:?}");
+    // Partition 0: e0 and e3 finish by 9.8; e7, published at 10.5, waits until 17.
+    let healthy = HashSet::from(["ok".to_owned()]);
+    let stalls = partition_stalls(&records, &finished, &healthy, 20.0);
+    assert!((stalls[&0] - 6.5).abs() < 1e-9, "{stalls:?}");
+    assert!((stalls[&2] - 3.0).abs() < 1e-9, "{stalls:?}");
+    assert!(partition_stalls(&records, &finished, &HashSet::new(), 20.0).is_empty());
 }
 
 #[test]

@@ -84,9 +84,19 @@ impl Ledger {
 pub enum Body {
     /// JSON.
     Json,
-    /// Confluent-framed Avro of this writer schema (the v1 schema, or one with extra
-    /// optional fields, which get null), registered under `<topic>-value`.
-    Avro(Arc<str>),
+    /// Confluent-framed Avro of a writer schema (the v1 schema, or one with extra optional
+    /// fields, which get null).
+    Avro(AvroSchema),
+}
+
+/// A writer schema and the subject it is registered under.
+#[derive(Clone, Debug)]
+pub struct AvroSchema {
+    /// The schema.
+    pub schema: Arc<str>,
+    /// `None`: `<topic>-value`; else `<topic>.<suffix>-value` (the registry's encoder keeps
+    /// one schema per subject, so each variant needs its own; readers go by the id).
+    pub subject_suffix: Option<Arc<str>>,
 }
 
 /// One event to publish.
@@ -139,9 +149,16 @@ impl Sender {
         let event = &outgoing.event;
         let value = match &outgoing.body {
             Body::Json => event.to_json(),
-            Body::Avro(schema) => self
+            Body::Avro(avro) => self
                 .registry
-                .encode_value(&self.topic, schema, avro_value(event, schema)?)
+                .encode_value(
+                    &avro.subject_suffix.as_ref().map_or_else(
+                        || self.topic.clone(),
+                        |suffix| format!("{}.{suffix}", self.topic),
+                    ),
+                    &avro.schema,
+                    avro_value(event, &avro.schema)?,
+                )
                 .await
                 .with_context(|| format!("encoding {} through the registry", event.event_id))?,
         };

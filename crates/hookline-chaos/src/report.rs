@@ -29,8 +29,8 @@ pub struct ScenarioReport {
     pub duplicates_within_bound: bool,
     /// Each replica's departure (kills, stops) and what followed.
     pub departures: Vec<Departure>,
-    /// The longest gap between deliveries of each partition.
-    pub partition_gaps: BTreeMap<i32, f64>,
+    /// The longest stall of each partition (healthy endpoints' events).
+    pub partition_stalls: BTreeMap<i32, f64>,
     /// Each endpoint's answers and lateness.
     pub endpoints: Vec<EndpointFigures>,
     /// What was done when.
@@ -201,10 +201,10 @@ fn details(s: &ScenarioReport) -> Vec<String> {
             others.map_or("-".to_owned(), |p| seconds(p.max)),
         ));
     }
-    if let Some(gap) = s.partition_gaps.values().copied().reduce(f64::max) {
+    if let Some((partition, stall)) = s.partition_stalls.iter().max_by(|a, b| a.1.total_cmp(b.1)) {
         lines.push(format!(
-            "longest gap between two deliveries of one partition: {} s",
-            seconds(gap)
+            "longest stall of one partition: {} s (partition {partition})",
+            seconds(*stall)
         ));
     }
     if !s.figures.parked_by_reason.is_empty() {

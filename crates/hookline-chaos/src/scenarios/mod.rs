@@ -24,7 +24,7 @@ use tokio::task::JoinHandle;
 
 use crate::analysis::{self, Scope};
 use crate::clock::Clock;
-use crate::dlq::DlqTail;
+use crate::dlq::{DlqTail, Parked};
 use crate::fixture::{Fixture, PARTITIONS};
 use crate::load::{Ledger, Load, Outgoing, Sender};
 use crate::receiver::{Behaviour, Endpoint, Tally};
@@ -259,6 +259,11 @@ impl<'a> Scenario<'a> {
         }
     }
 
+    /// What its DLQ holds so far.
+    pub fn parked(&self) -> Vec<Parked> {
+        self.dlq.parked()
+    }
+
     fn pending(&self) -> usize {
         let parked = self.dlq.parked();
         let parked_ids: HashSet<&str> = parked.iter().map(|p| p.event_id.as_str()).collect();
@@ -351,7 +356,9 @@ impl<'a> Scenario<'a> {
             settings: self.settings.clone(),
             duplicate_bound: bound,
             departures,
-            partition_gaps: analysis::partition_gaps(&published, &requests),
+            partition_stalls: analysis::partition_stalls(
+                &published, &finished, &healthy, stopped_at,
+            ),
             endpoints: analysis::endpoint_figures(&names, &requests, backoff_s),
             dlq_undecodable: self.dlq.undecodable(),
             wall_s,

@@ -14,7 +14,8 @@ use hookline_core::envelope::ErrorReason;
 use serde_json::json;
 
 use super::{Env, Scenario};
-use crate::load::{Body, Expect, Load, Outgoing, event, schema_variant};
+use crate::fixture::PARTITIONS;
+use crate::load::{AvroSchema, Body, Expect, Load, Outgoing, event, schema_variant};
 use crate::proxy::{FaultProxy, ProxyMode};
 use crate::receiver::always;
 use crate::report::ScenarioReport;
@@ -40,11 +41,17 @@ pub async fn run(env: &Env) -> anyhow::Result<ScenarioReport> {
     s.endpoint("gone", always(410), false).await?;
     s.start_replicas(2).await?;
 
-    let schemas: Vec<Arc<str>> =
-        std::iter::once(Ok(hookline_core::schema::WEBHOOK_EVENT_V1.to_owned()))
-            .chain((1..=3).map(|phase| schema_variant(&format!("chaos_phase_{phase}"))))
-            .map(|schema| schema.map(Arc::from))
-            .collect::<anyhow::Result<_>>()?;
+    let mut schemas = vec![AvroSchema {
+        schema: Arc::from(hookline_core::schema::WEBHOOK_EVENT_V1),
+        subject_suffix: None,
+    }];
+    for phase in 1..=3 {
+        let field = format!("chaos_phase_{phase}");
+        schemas.push(AvroSchema {
+            schema: Arc::from(schema_variant(&field)?),
+            subject_suffix: Some(Arc::from(field)),
+        });
+    }
     let phase = Arc::new(AtomicUsize::new(0));
     let run = s.run.clone();
     let current = Arc::clone(&phase);
@@ -54,24 +61,28 @@ pub async fn run(env: &Env) -> anyhow::Result<ScenarioReport> {
             rate_per_s: rate,
         },
         move |n| {
-            let (endpoint, expect) = if n % 10 == 0 {
+            // Every partition gets all kinds, so a partition whose records wait for the
+            // registry shows whether they hold up the others behind them.
+            let round = n / PARTITIONS as u64;
+            let (endpoint, expect) = if round % 10 == 0 {
                 ("gone", Expect::Park(ErrorReason::NonRetryableStatus))
             } else {
                 ("ok", Expect::Deliver)
             };
-            let schema = if endpoint == "ok" && n % 2 == 1 {
+            let schema = if endpoint == "ok" && round % 2 == 1 {
                 &schemas[current.load(Ordering::Relaxed)]
             } else {
                 &schemas[0]
             };
             Outgoing {
                 event: event(&run, endpoint, n),
-                body: Body::Avro(Arc::clone(schema)),
+                body: Body::Avro(schema.clone()),
                 expect,
             }
         },
     );
     tokio::time::sleep(Duration::from_secs(warm_s)).await;
+    let mut outage = (0.0, 0.0);
     for (next, mode, what) in [
         (1, ProxyMode::Refuse, "registry proxy: refusing connections"),
         (
@@ -83,7 +94,12 @@ pub async fn run(env: &Env) -> anyhow::Result<ScenarioReport> {
     ] {
         proxy.set(mode);
         phase.store(next, Ordering::Relaxed);
-        s.timeline.note(what);
+        let at = s.timeline.note(what);
+        match mode {
+            ProxyMode::Refuse => outage.0 = at,
+            ProxyMode::Forward => outage.1 = at,
+            ProxyMode::Unavailable => {}
+        }
         if mode != ProxyMode::Forward {
             tokio::time::sleep(Duration::from_secs(phase_s)).await;
         }
@@ -93,6 +109,14 @@ pub async fn run(env: &Env) -> anyhow::Result<ScenarioReport> {
     s.notes.push(format!(
         "the proxy answered {} registry requests 503/504 itself",
         proxy.answered()
+    ));
+    let parked_meanwhile = s
+        .parked()
+        .iter()
+        .filter(|p| p.at >= outage.0 && p.at < outage.1)
+        .count();
+    s.notes.push(format!(
+        "{parked_meanwhile} DLQ envelopes were written while the registry was unreachable"
     ));
     Ok(s.finish(0).await)
 }

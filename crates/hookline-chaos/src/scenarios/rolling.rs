@@ -16,7 +16,7 @@ const TITLE: &str = "3 replicas; each in turn stopped with SIGTERM (exit 0) and 
 
 /// Runs it.
 pub async fn run(env: &Env) -> anyhow::Result<ScenarioReport> {
-    let (events, rate, rounds): (u64, f64, usize) = env.pick((3_000, 75.0, 1), (30_000, 400.0, 2));
+    let (events, rate, rounds): (u64, f64, usize) = env.pick((2_000, 100.0, 1), (30_000, 400.0, 2));
     let mut s = Scenario::new(env, NAME, TITLE).await?;
     s.settings = json!({ "events": events, "rate_per_s": rate, "replicas": 3, "rounds": rounds });
     s.endpoint("ok", always(204), true).await?;
