@@ -25,7 +25,7 @@ impl Clock {
     }
 
     /// An epoch time in milliseconds (a DLQ envelope's), as seconds since the start.
-    pub fn from_epoch_ms(&self, ms: i64) -> f64 {
+    pub fn since_start_of_epoch_ms(&self, ms: i64) -> f64 {
         (ms - self.start_epoch_ms) as f64 / 1000.0
     }
 }
@@ -44,9 +44,9 @@ mod tests {
     #[test]
     fn epoch_times_map_onto_the_clock() {
         let clock = Clock::start();
-        let now = clock.from_epoch_ms(epoch_ms());
+        let now = clock.since_start_of_epoch_ms(epoch_ms());
         assert!((-0.01..1.0).contains(&now), "{now}");
-        assert!((clock.from_epoch_ms(clock.start_epoch_ms + 1500) - 1.5).abs() < 1e-9);
+        assert!((clock.since_start_of_epoch_ms(clock.start_epoch_ms + 1500) - 1.5).abs() < 1e-9);
         assert!(clock.now() >= 0.0);
     }
 }

@@ -182,7 +182,7 @@ async fn follow(
                 .map(|key| String::from_utf8_lossy(&key).into_owned())
                 .or(key),
             reason: envelope.error_reason,
-            at: clock.from_epoch_ms(envelope.error_timestamp_ms),
+            at: clock.since_start_of_epoch_ms(envelope.error_timestamp_ms),
             attempts: envelope.attempts,
             message: envelope.error_message,
             original: format!(

@@ -273,6 +273,8 @@ pub fn event(run: &str, endpoint: &str, n: u64) -> WebhookEvent {
 #[cfg(test)]
 mod tests {
     use apache_avro::Schema;
+    use apache_avro::reader::datum::GenericDatumReader;
+    use apache_avro::writer::datum::GenericDatumWriter;
 
     use super::*;
 
@@ -282,8 +284,16 @@ mod tests {
         let schema = Schema::parse_str(&variant).unwrap();
         let event = event("run", "ok", 7);
         let value = avro_value(&event, &variant).unwrap();
-        let datum = apache_avro::to_avro_datum(&schema, value).unwrap();
-        let decoded = apache_avro::from_avro_datum(&schema, &mut datum.as_slice(), None).unwrap();
+        let datum = GenericDatumWriter::builder(&schema)
+            .build()
+            .unwrap()
+            .write_value_to_vec(value)
+            .unwrap();
+        let decoded = GenericDatumReader::builder(&schema)
+            .build()
+            .unwrap()
+            .read_value(&mut datum.as_slice())
+            .unwrap();
         let back = WebhookEvent::from_avro_value(decoded).unwrap();
         assert_eq!(back, event);
         assert_ne!(variant, schema_variant("chaos_phase_3").unwrap());

@@ -115,7 +115,7 @@ async fn connection(
             };
             if let Ok(Some(_)) = read {
                 let n = answered.fetch_add(1, Ordering::Relaxed);
-                let status = if n % 2 == 0 { 503 } else { 504 };
+                let status = if n.is_multiple_of(2) { 503 } else { 504 };
                 let _ = inbound.write_all(&http::response(status, true)).await;
                 let _ = inbound.shutdown().await;
             }

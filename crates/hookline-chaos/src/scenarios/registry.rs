@@ -64,12 +64,12 @@ pub async fn run(env: &Env) -> anyhow::Result<ScenarioReport> {
             // Every partition gets all kinds, so a partition whose records wait for the
             // registry shows whether they hold up the others behind them.
             let round = n / PARTITIONS as u64;
-            let (endpoint, expect) = if round % 10 == 0 {
+            let (endpoint, expect) = if round.is_multiple_of(10) {
                 ("gone", Expect::Park(ErrorReason::NonRetryableStatus))
             } else {
                 ("ok", Expect::Deliver)
             };
-            let schema = if endpoint == "ok" && round % 2 == 1 {
+            let schema = if endpoint == "ok" && !round.is_multiple_of(2) {
                 &schemas[current.load(Ordering::Relaxed)]
             } else {
                 &schemas[0]
