@@ -26,8 +26,10 @@ pub struct DispatcherConfig {
     /// Consumer group shared by all dispatcher replicas.
     pub group_id: String,
     /// The consumer group protocol: `consumer` (KIP-848, Kafka 4.x brokers: assignments are
-    /// incremental, and members keep their partitions while others join, leave or die) or
-    /// `classic` (for older brokers, with the cooperative-sticky assignor).
+    /// incremental, and members keep their partitions while others join, leave or die; the
+    /// broker's `range` assignor, so that each topic is spread over the replicas, unless
+    /// `kafka.properties` sets `group.remote.assignor`) or `classic` (for older brokers,
+    /// with the cooperative-sticky assignor).
     pub group_protocol: GroupProtocol,
     /// A stable member name for static membership (`group.instance.id`), e.g. a
     /// StatefulSet's pod name: a member restarted under the same name within the session
@@ -483,6 +485,14 @@ mod tests {
         let config = settings.consumer_config();
         assert_eq!(config.get("group.protocol"), Some("consumer"));
         assert_eq!(config.get("partition.assignment.strategy"), None);
+        assert_eq!(config.get("group.remote.assignor"), Some("range"));
+        let mut uniform = DispatcherConfig::default();
+        uniform
+            .kafka
+            .properties
+            .insert("group.remote.assignor".to_owned(), "uniform".to_owned());
+        let config = uniform.into_settings().expect("uniform").consumer_config();
+        assert_eq!(config.get("group.remote.assignor"), Some("uniform"));
 
         let mut classic = DispatcherConfig {
             group_protocol: GroupProtocol::Classic,

@@ -243,7 +243,16 @@ impl Settings {
         let mut config = self.kafka.consumer_config(&self.group_id);
         config.set("group.protocol", self.group_protocol.as_str());
         match self.group_protocol {
-            GroupProtocol::Consumer => {}
+            // The broker's default assignor (uniform) balances the number of partitions
+            // per member over all subscribed topics together: one replica could hold every
+            // partition of the events topic and the others only retry tiers (the chaos
+            // suite saw 6/0/0), so that one did all first deliveries and its crash stalled
+            // them all. Range balances each topic on its own.
+            GroupProtocol::Consumer => {
+                if !self.kafka.properties.contains_key("group.remote.assignor") {
+                    config.set("group.remote.assignor", "range");
+                }
+            }
             GroupProtocol::Classic => {
                 if !self
                     .kafka
