@@ -5,18 +5,7 @@ use std::process::Command;
 
 use serde::Serialize;
 
-/// Where the benchmark ran.
-#[derive(Clone, Debug, Serialize)]
-pub struct Machine {
-    /// CPUs this process may use (`nproc`).
-    pub nproc: usize,
-    /// The CPU model.
-    pub cpu: String,
-    /// Memory, in GiB.
-    pub memory_gib: f64,
-    /// The kernel release.
-    pub kernel: String,
-}
+pub use hookline_testkit::Machine;
 
 /// What was measured, with what.
 #[derive(Clone, Debug, Serialize)]
@@ -33,37 +22,6 @@ pub struct Versions {
     pub label: String,
 }
 
-impl Machine {
-    /// This machine.
-    pub fn detect() -> Self {
-        let cpuinfo = read("/proc/cpuinfo");
-        let meminfo = read("/proc/meminfo");
-        Machine {
-            nproc: std::thread::available_parallelism().map_or(1, usize::from),
-            cpu: cpuinfo
-                .lines()
-                .find(|line| line.starts_with("model name"))
-                .and_then(|line| line.split_once(':'))
-                .map_or_else(
-                    || "unknown".to_owned(),
-                    |(_, model)| model.trim().to_owned(),
-                ),
-            memory_gib: meminfo
-                .lines()
-                .find_map(|line| line.strip_prefix("MemTotal:"))
-                .and_then(|rest| {
-                    rest.trim()
-                        .trim_end_matches("kB")
-                        .trim()
-                        .parse::<f64>()
-                        .ok()
-                })
-                .map_or(0.0, |kib| kib / (1024.0 * 1024.0)),
-            kernel: format!("Linux {}", read("/proc/sys/kernel/osrelease").trim()),
-        }
-    }
-}
-
 impl Versions {
     /// The versions of `hookline`, this benchmark, librdkafka and rustc.
     pub fn detect(hookline: &Path, label: &str) -> anyhow::Result<Self> {
@@ -77,10 +35,6 @@ impl Versions {
             label: label.to_owned(),
         })
     }
-}
-
-fn read(path: &str) -> String {
-    std::fs::read_to_string(path).unwrap_or_default()
 }
 
 /// The first line a command prints, when it succeeds.

@@ -10,7 +10,6 @@ mod fixture;
 mod gate;
 mod http;
 mod load;
-mod machine;
 mod proxy;
 mod receiver;
 mod replicas;
@@ -29,9 +28,9 @@ use anyhow::Context as _;
 use clap::Parser;
 use hookline_kafka::KafkaSettings;
 
-use crate::machine::Machine;
 use crate::report::{ScenarioReport, SuiteReport};
 use crate::scenarios::Env;
+use hookline_testkit::Machine;
 
 /// The fault-run suite of hookline's dispatcher.
 #[derive(Debug, Parser)]

@@ -9,8 +9,8 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::analysis::{Departure, EndpointFigures, Figures, Percentiles};
-use crate::machine::Machine;
 use crate::timeline::Fault;
+use hookline_testkit::Machine;
 
 /// One scenario's results.
 #[derive(Clone, Debug, Default, Serialize)]

@@ -1,11 +1,13 @@
 //! Helpers for end-to-end tests against the real local stack (see `deploy/local/stack`).
 
+mod machine;
 mod proxy;
 mod receiver;
 mod stack;
 mod topics;
 mod wait;
 
+pub use machine::Machine;
 pub use proxy::Proxy;
 pub use receiver::{Received, Receiver, Reply, Script};
 pub use stack::{kafka_settings, registry_settings, unique_name};

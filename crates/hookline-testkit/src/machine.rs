@@ -1,8 +1,8 @@
-//! The machine a run was made on.
+//! The machine a run was made on, for the reports of the benchmark and the chaos suite.
 
 use serde::Serialize;
 
-/// Where the suite ran.
+/// Where a run was made.
 #[derive(Clone, Debug, Serialize)]
 pub struct Machine {
     /// CPUs this process may use (`nproc`).
