@@ -8,7 +8,6 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::{Env, Scenario};
-use crate::load::{Body, Expect, Load, Outgoing, event};
 use crate::receiver::always;
 use crate::report::ScenarioReport;
 
@@ -29,18 +28,7 @@ pub async fn run(env: &Env) -> anyhow::Result<ScenarioReport> {
     s.endpoint("ok", always(204), true).await?;
     s.start_replicas(3).await?;
 
-    let run = s.run.clone();
-    let load = s.load(
-        Load {
-            total: events,
-            rate_per_s: rate,
-        },
-        move |n| Outgoing {
-            event: event(&run, "ok", n),
-            body: Body::Json,
-            expect: Expect::Deliver,
-        },
-    );
+    let load = s.steady_load(events, rate);
     for kill in 0..kills {
         tokio::time::sleep(Duration::from_secs_f64(every_s)).await;
         let slot = kill % 3;

@@ -26,7 +26,7 @@ use crate::analysis::{self, Scope};
 use crate::clock::Clock;
 use crate::dlq::{DlqTail, Parked};
 use crate::fixture::{Fixture, PARTITIONS};
-use crate::load::{Ledger, Load, Outgoing, Sender};
+use crate::load::{Body, Expect, Ledger, Load, Outgoing, Sender, event};
 use crate::receiver::{Behaviour, Endpoint, Tally};
 use crate::replicas::{DispatcherSettings, Replicas};
 use crate::report::ScenarioReport;
@@ -228,6 +228,17 @@ impl<'a> Scenario<'a> {
             load.total, load.rate_per_s
         ));
         load.spawn(Arc::clone(&self.sender), make)
+    }
+
+    /// A steady load of `total` JSON events at `rate_per_s` to the healthy endpoint `ok`,
+    /// each expected to be delivered.
+    pub fn steady_load(&self, total: u64, rate_per_s: f64) -> JoinHandle<anyhow::Result<()>> {
+        let run = self.run.clone();
+        self.load(Load { total, rate_per_s }, move |n| Outgoing {
+            event: event(&run, "ok", n),
+            body: Body::Json,
+            expect: Expect::Deliver,
+        })
     }
 
     /// Waits for a load to be published in full.

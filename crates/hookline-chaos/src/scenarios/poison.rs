@@ -18,7 +18,7 @@ use serde_json::json;
 use tokio::io::AsyncWriteExt as _;
 
 use super::{Env, Scenario};
-use crate::load::{Body, Expect, Load, Outgoing, Published, event};
+use crate::load::{Expect, Published, event};
 use crate::receiver::always;
 use crate::report::ScenarioReport;
 
@@ -38,18 +38,7 @@ pub async fn run(env: &Env) -> anyhow::Result<ScenarioReport> {
     s.endpoint("ok", always(204), true).await?;
     s.start_replicas(2).await?;
 
-    let run = s.run.clone();
-    let load = s.load(
-        Load {
-            total: events,
-            rate_per_s: rate,
-        },
-        move |n| Outgoing {
-            event: event(&run, "ok", n),
-            body: Body::Json,
-            expect: Expect::Deliver,
-        },
-    );
+    let load = s.steady_load(events, rate);
     tokio::time::sleep(Duration::from_secs(3)).await;
     let forged = write_poison(&s).await?;
     s.published(load).await?;
