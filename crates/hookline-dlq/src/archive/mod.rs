@@ -58,13 +58,16 @@ impl ArchiveWriter {
                 path: path.to_owned(),
             });
         }
+        // The partial file is made here, before the writer thread starts, so that a
+        // file that cannot be made is refused at once and a dropped writer always has
+        // one file of its own to remove.
+        let partial = partial_path(path);
+        let file = File::create_new(&partial).map_err(DlqError::io(&partial))?;
         let (records, mut incoming) = mpsc::channel::<Message>(256);
         let final_path = path.to_owned();
         let topic = dlq_topic.to_owned();
         let task = tokio::task::spawn_blocking(move || {
-            let partial = partial_path(&final_path);
             let written = (|| {
-                let file = File::create_new(&partial).map_err(DlqError::io(&partial))?;
                 let mut out = BufWriter::new(file);
                 let mut finished = false;
                 let records = std::iter::from_fn(|| match incoming.blocking_recv() {
@@ -256,11 +259,6 @@ mod tests {
                 Err(DlqError::FileExists { .. })
             ));
         }
-        let dropped = dir.path().join("dropped.avro");
-        let writer = ArchiveWriter::create(&dropped, Format::Avro, "t.dlq").expect("create");
-        writer.write(records().remove(0)).await.expect("write");
-        drop(writer);
-        // The writer thread removes its partial file once it sees the channel closed.
         let partials = || {
             std::fs::read_dir(dir.path())
                 .expect("list")
@@ -268,6 +266,12 @@ mod tests {
                 .filter(|e| e.file_name().to_string_lossy().contains("partial"))
                 .count()
         };
+        let dropped = dir.path().join("dropped.avro");
+        let writer = ArchiveWriter::create(&dropped, Format::Avro, "t.dlq").expect("create");
+        assert_eq!(partials(), 1, "the partial file exists once created");
+        writer.write(records().remove(0)).await.expect("write");
+        drop(writer);
+        // The writer thread removes its partial file once it sees the channel closed.
         let give_up = std::time::Instant::now() + std::time::Duration::from_secs(5);
         while partials() > 0 && std::time::Instant::now() < give_up {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
