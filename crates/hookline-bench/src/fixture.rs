@@ -140,7 +140,9 @@ fn event(run: &str, n: u64, payload: Vec<u8>) -> WebhookEvent {
     WebhookEvent {
         event_id: format!("{run}-{n:07}"),
         event_type: "order.created".to_owned(),
-        endpoint_id: ENDPOINT_ID.to_owned(),
+        endpoint_id: Some(ENDPOINT_ID.to_owned()),
+        tenant_id: None,
+        channels: Vec::new(),
         endpoint_url: None,
         payload,
         content_type: "application/json".to_owned(),

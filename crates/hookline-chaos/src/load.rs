@@ -169,7 +169,7 @@ impl Sender {
         });
         let record = FutureRecord::to(&self.topic)
             .partition(partition)
-            .key(event.endpoint_id.as_bytes())
+            .key(event.endpoint_id.as_deref().unwrap_or_default().as_bytes())
             .payload(&value)
             .headers(headers);
         let delivery = self
@@ -180,7 +180,7 @@ impl Sender {
             .with_context(|| format!("publishing {}", event.event_id))?;
         self.ledger.push(Published {
             id: event.event_id.clone(),
-            endpoint: event.endpoint_id.clone(),
+            endpoint: event.endpoint_id.clone().unwrap_or_default(),
             partition: delivery.partition,
             at: self.clock.now(),
             expect: outgoing.expect,
@@ -207,13 +207,14 @@ fn avro_value(event: &WebhookEvent, schema: &str) -> anyhow::Result<Value> {
     Ok(Value::Record(fields))
 }
 
-/// The v1 event schema with one extra optional field: a new schema id in the registry.
+/// The current event schema with one extra optional field: a new schema id in the registry.
 pub fn schema_variant(extra_field: &str) -> anyhow::Result<String> {
     let mut schema: serde_json::Value =
-        serde_json::from_str(hookline_core::schema::WEBHOOK_EVENT_V1).context("the v1 schema")?;
+        serde_json::from_str(hookline_core::schema::WEBHOOK_EVENT_CURRENT)
+            .context("the event schema")?;
     let fields = schema["fields"]
         .as_array_mut()
-        .context("the v1 schema has fields")?;
+        .context("the event schema has fields")?;
     fields.push(
         serde_json::json!({ "name": extra_field, "type": ["null", "string"], "default": null }),
     );
@@ -261,7 +262,9 @@ pub fn event(run: &str, endpoint: &str, n: u64) -> WebhookEvent {
     WebhookEvent {
         event_id: format!("{run}-{endpoint}-{n:07}"),
         event_type: "order.created".to_owned(),
-        endpoint_id: endpoint.to_owned(),
+        endpoint_id: Some(endpoint.to_owned()),
+        tenant_id: None,
+        channels: Vec::new(),
         endpoint_url: None,
         payload: format!(r#"{{"order":{n},"amount_cents":4200,"currency":"EUR"}}"#).into_bytes(),
         content_type: "application/json".to_owned(),

@@ -5,7 +5,16 @@ use std::sync::LazyLock;
 use apache_avro::Schema;
 
 /// Avro schema of a webhook event (the value of a record in `webhook-events`), version 1.
+/// Kept to read and test records written before version 2.
 pub const WEBHOOK_EVENT_V1: &str = include_str!("../../../schemas/webhook_event.v1.avsc");
+
+/// Avro schema of a webhook event, version 2: version 1 with `endpoint_id` optional (a
+/// tenant event has none) and `tenant_id` and `channels` added, all with defaults, so it
+/// reads version 1 records (BACKWARD).
+pub const WEBHOOK_EVENT_V2: &str = include_str!("../../../schemas/webhook_event.v2.avsc");
+
+/// The event schema hookline writes and registers.
+pub const WEBHOOK_EVENT_CURRENT: &str = WEBHOOK_EVENT_V2;
 
 /// Avro schema of a dead-letter envelope (the value of a record in `webhook-events.dlq`),
 /// version 1. Kept to read and test records written before version 2.
@@ -26,7 +35,7 @@ pub const DLQ_ENVELOPE_V3: &str = include_str!("../../../schemas/dlq_envelope.v3
 pub const DLQ_ENVELOPE_CURRENT: &str = DLQ_ENVELOPE_V3;
 
 static WEBHOOK_EVENT: LazyLock<Schema> = LazyLock::new(|| {
-    Schema::parse_str(WEBHOOK_EVENT_V1).expect("schemas/webhook_event.v1.avsc is a valid schema")
+    Schema::parse_str(WEBHOOK_EVENT_CURRENT).expect("the current event schema is valid")
 });
 
 static DLQ_ENVELOPE: LazyLock<Schema> = LazyLock::new(|| {
@@ -48,7 +57,7 @@ pub fn limit_avro_allocations() -> usize {
     apache_avro::util::max_allocation_bytes(MAX_AVRO_ALLOCATION_BYTES)
 }
 
-/// The parsed [`WEBHOOK_EVENT_V1`] schema.
+/// The parsed [`WEBHOOK_EVENT_CURRENT`] schema.
 pub fn webhook_event_schema() -> &'static Schema {
     &WEBHOOK_EVENT
 }
@@ -123,6 +132,21 @@ mod tests {
         assert_eq!(names, added);
         SchemaCompatibility::can_read(&old, &new).expect("the new schema reads old records");
         SchemaCompatibility::can_read(&new, &old).expect("the old schema reads new records");
+    }
+
+    /// v2 reads v1 events (BACKWARD, what the registry checks), and v1 reads v2 deliveries.
+    #[test]
+    fn event_v2_reads_v1() {
+        let (v1, v2) = (parse(WEBHOOK_EVENT_V1), parse(WEBHOOK_EVENT_V2));
+        SchemaCompatibility::can_read(&v1, &v2).expect("v2 reads v1 records");
+        let added: Vec<&str> = record(&v2).fields[record(&v1).fields.len()..]
+            .iter()
+            .map(|f| f.name.as_str())
+            .collect();
+        assert_eq!(added, ["tenant_id", "channels"]);
+        for field in &record(&v2).fields {
+            assert!(field.doc.is_some(), "field {} has no doc", field.name);
+        }
     }
 
     #[test]

@@ -11,6 +11,8 @@ use hookline_core::policy::RetryConfig;
 use hookline_kafka::{Compatibility, KafkaSettings, RegistrySettings};
 use serde::{Deserialize, Serialize};
 
+pub use crate::fanout::FanoutConfig;
+
 use crate::error::{DispatchError, Result};
 
 /// The dispatcher configuration file (TOML). Every field has a default.
@@ -65,6 +67,8 @@ pub struct DispatcherConfig {
     pub dlq_compatibility: Compatibility,
     /// The optional delivery ledger (Redis) that suppresses second deliveries.
     pub ledger: LedgerConfig,
+    /// The fan-out of tenant events into deliveries.
+    pub fanout: FanoutConfig,
 }
 
 /// A consumer group protocol.
@@ -224,6 +228,7 @@ impl Default for DispatcherConfig {
             shutdown_grace_ms: 15_000,
             dlq_compatibility: Compatibility::Backward,
             ledger: LedgerConfig::default(),
+            fanout: FanoutConfig::default(),
         }
     }
 }

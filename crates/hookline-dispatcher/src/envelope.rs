@@ -68,7 +68,7 @@ pub fn build_envelope(
             )
         }),
         event_type: event.map(|e| e.event_type.clone()),
-        endpoint_id: event.map(|e| e.endpoint_id.clone()).or_else(|| {
+        endpoint_id: event.and_then(|e| e.endpoint_id.clone()).or_else(|| {
             key.as_deref()
                 .and_then(|k| std::str::from_utf8(k).ok())
                 .map(str::to_owned)

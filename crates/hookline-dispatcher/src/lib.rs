@@ -13,6 +13,7 @@ mod endpoints;
 mod envelope;
 mod error;
 mod events;
+mod fanout;
 mod http;
 mod ledger;
 mod metrics;
@@ -29,6 +30,7 @@ pub use config::{
 };
 pub use dispatcher::{Running, start};
 pub use error::{DispatchError, Result};
+pub use fanout::{FanoutConfig, FanoutSettings};
 pub use ledger::{LedgerError, LedgerSettings};
 pub use metrics::{Metrics, Totals};
 pub use settings::Settings;

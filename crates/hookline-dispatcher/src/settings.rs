@@ -14,6 +14,7 @@ use tokio::sync::Semaphore;
 
 use crate::config::{BreakerConfig, DispatcherConfig, GroupProtocol, LedgerConfig};
 use crate::error::{DispatchError, Result};
+use crate::fanout::FanoutSettings;
 use crate::ledger::LedgerSettings;
 
 impl DispatcherConfig {
@@ -173,7 +174,12 @@ impl DispatcherConfig {
             .clone()
             .unwrap_or_else(default_dispatcher_id);
         let ledger = self.ledger.to_settings()?;
+        let instance = self.group_instance_id.as_deref().unwrap_or(&dispatcher_id);
+        let fanout = self
+            .fanout
+            .to_settings(&self.topics.events, &self.group_id, instance)?;
         Ok(Settings {
+            fanout,
             endpoints_topic: (!self.topics.endpoints.is_empty())
                 .then(|| self.topics.endpoints.clone()),
             events_topic: self.topics.events,
@@ -350,6 +356,8 @@ fn default_dispatcher_id() -> String {
 /// Validated runtime settings of a dispatcher.
 #[derive(Clone, Debug)]
 pub struct Settings {
+    /// The fan-out stage.
+    pub fanout: FanoutSettings,
     /// Kafka connection.
     pub kafka: KafkaSettings,
     /// Registry connection.

@@ -44,8 +44,8 @@ impl TopicsPlan {
         }
     }
 
-    /// The topics to create, in order: events, retry tiers (shortest first), DLQ, DLQ
-    /// actions, endpoints.
+    /// The topics to create, in order: events, fan-out (tenant events), retry tiers
+    /// (shortest first), DLQ, DLQ actions, endpoints.
     pub fn specs(&self) -> Result<Vec<TopicSpec>, ProvisionError> {
         self.check()?;
         let min_insync = if self.replication >= 3 { "2" } else { "1" };
@@ -70,6 +70,11 @@ impl TopicsPlan {
             self.partitions,
             self.events_retention_ms,
         )];
+        specs.push(log(
+            self.topics.fanout(),
+            self.partitions,
+            self.events_retention_ms,
+        ));
         specs.extend(self.tiers.tiers().iter().map(|tier| {
             log(
                 self.topics.retry(tier.delay),
@@ -194,6 +199,7 @@ mod tests {
             names,
             [
                 "webhook-events",
+                "webhook-events.fanout",
                 "webhook-events.retry.5s",
                 "webhook-events.retry.1m",
                 "webhook-events.retry.10m",
@@ -203,11 +209,12 @@ mod tests {
                 "webhook-endpoints",
             ]
         );
-        assert!(specs[..6].iter().all(|s| s.partitions == 6));
+        assert!(specs[..7].iter().all(|s| s.partitions == 6));
         assert_eq!(config(&specs[0], "cleanup.policy"), Some("delete"));
-        assert_eq!(config(&specs[1], "retention.ms"), Some("259200000"));
-        assert_eq!(config(&specs[5], "retention.ms"), Some("2592000000"));
-        let endpoints = &specs[7];
+        assert_eq!(config(&specs[1], "retention.ms"), Some("604800000"));
+        assert_eq!(config(&specs[2], "retention.ms"), Some("259200000"));
+        assert_eq!(config(&specs[6], "retention.ms"), Some("2592000000"));
+        let endpoints = &specs[8];
         assert_eq!(config(endpoints, "cleanup.policy"), Some("compact"));
         assert_eq!(endpoints.partitions, 3);
         assert_eq!(config(endpoints, "retention.ms"), None);
@@ -223,8 +230,8 @@ mod tests {
             .into_iter()
             .map(|s| s.name)
             .collect();
-        assert_eq!(names[1..3], ["ev.retry.200ms", "ev.retry.1m"]);
-        assert_eq!(names.len(), 6);
+        assert_eq!(names[2..4], ["ev.retry.200ms", "ev.retry.1m"]);
+        assert_eq!(names.len(), 7);
     }
 
     #[test]

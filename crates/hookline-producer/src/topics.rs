@@ -41,6 +41,12 @@ impl Topics {
         format!("{}.retry.{}", self.events, format_suffix(tier_delay))
     }
 
+    /// The fan-out topic: `<events>.fanout`, where tenant events are published (keyed by
+    /// tenant id) for the fan-out stage to turn into deliveries.
+    pub fn fanout(&self) -> String {
+        format!("{}.fanout", self.events)
+    }
+
     /// The dead-letter topic: `<events>.dlq`.
     pub fn dlq(&self) -> String {
         format!("{}.dlq", self.events)
@@ -68,6 +74,7 @@ mod tests {
             "webhook-events.retry.200ms"
         );
         assert_eq!(topics.dlq(), "webhook-events.dlq");
+        assert_eq!(topics.fanout(), "webhook-events.fanout");
         assert_eq!(topics.dlq_actions(), "webhook-events.dlq-actions");
     }
 

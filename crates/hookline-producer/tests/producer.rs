@@ -26,7 +26,9 @@ fn event(endpoint: &str) -> WebhookEvent {
     WebhookEvent {
         event_id: String::new(),
         event_type: "invoice.paid".into(),
-        endpoint_id: endpoint.into(),
+        endpoint_id: Some(endpoint.into()),
+        tenant_id: None,
+        channels: Vec::new(),
         endpoint_url: Some("https://example.com/hooks".into()),
         payload: br#"{"amount":42,"currency":"EUR"}"#.to_vec(),
         content_type: "application/json".into(),
@@ -151,7 +153,10 @@ async fn json_publish_many_reads_back_with_from_json() {
         .iter()
         .map(|record| {
             let event = WebhookEvent::from_json(record.payload().expect("a value")).expect("JSON");
-            assert_eq!(record.key(), Some(event.endpoint_id.as_bytes()));
+            assert_eq!(
+                record.key().map(<[u8]>::to_vec),
+                event.endpoint_id.clone().map(String::into_bytes)
+            );
             assert_eq!(webhook_id(record).as_deref(), Some(event.event_id.as_str()));
             event
         })

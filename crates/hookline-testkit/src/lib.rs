@@ -1,5 +1,6 @@
 //! Helpers for end-to-end tests against the real local stack (see `deploy/local/stack`).
 
+mod compat;
 mod machine;
 mod proxy;
 mod receiver;
@@ -7,6 +8,7 @@ mod stack;
 mod topics;
 mod wait;
 
+pub use compat::v1_avro_value;
 pub use machine::Machine;
 pub use proxy::Proxy;
 pub use receiver::{Received, Receiver, Reply, Script};

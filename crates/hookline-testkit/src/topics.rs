@@ -18,6 +18,8 @@ pub struct TestTopics {
     pub dlq: String,
     /// The endpoints topic.
     pub endpoints: String,
+    /// The fan-out topic of tenant events (`<events>.fanout`).
+    pub fanout: String,
     /// Retry tier suffixes (`200ms`, ...).
     pub tiers: Vec<String>,
 }
@@ -29,6 +31,7 @@ impl TestTopics {
         TestTopics {
             dlq: format!("{events}.dlq"),
             endpoints: format!("{events}-endpoints"),
+            fanout: format!("{events}.fanout"),
             tiers: tiers.iter().map(|t| (*t).to_owned()).collect(),
             events,
         }
@@ -43,6 +46,7 @@ impl TestTopics {
     pub async fn create(&self, settings: &KafkaSettings, partitions: i32) {
         let mut specs = vec![
             TopicSpec::new(&self.events, partitions, 1),
+            TopicSpec::new(&self.fanout, partitions, 1),
             TopicSpec::new(&self.dlq, 1, 1),
             TopicSpec::new(&self.endpoints, 1, 1).config("cleanup.policy", "compact"),
         ];

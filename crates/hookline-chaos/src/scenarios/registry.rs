@@ -42,7 +42,7 @@ pub async fn run(env: &Env) -> anyhow::Result<ScenarioReport> {
     s.start_replicas(2).await?;
 
     let mut schemas = vec![AvroSchema {
-        schema: Arc::from(hookline_core::schema::WEBHOOK_EVENT_V1),
+        schema: Arc::from(hookline_core::schema::WEBHOOK_EVENT_CURRENT),
         subject_suffix: None,
     }];
     for phase in 1..=3 {

@@ -1,4 +1,5 @@
-//! The Avro encoding of [`WebhookEvent`] (schema `schemas/webhook_event.v1.avsc`).
+//! The Avro encoding of [`WebhookEvent`] (schema `schemas/webhook_event.v2.avsc`, which
+//! also reads records written with `v1`).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -10,7 +11,7 @@ use crate::avro_util::{RecordFields, decode, encode, nullable, strip_union};
 use crate::schema::webhook_event_schema;
 
 impl WebhookEvent {
-    /// The event as an Avro value of the `WebhookEvent` v1 schema.
+    /// The event as an Avro value of the `WebhookEvent` v2 schema.
     pub fn to_avro_value(&self) -> Value {
         let headers: HashMap<String, Value> = self
             .headers
@@ -22,7 +23,7 @@ impl WebhookEvent {
             ("event_type".into(), Value::String(self.event_type.clone())),
             (
                 "endpoint_id".into(),
-                Value::String(self.endpoint_id.clone()),
+                nullable(self.endpoint_id.clone().map(Value::String)),
             ),
             (
                 "endpoint_url".into(),
@@ -38,12 +39,21 @@ impl WebhookEvent {
                 "created_at".into(),
                 Value::TimestampMillis(self.created_at_ms),
             ),
+            (
+                "tenant_id".into(),
+                nullable(self.tenant_id.clone().map(Value::String)),
+            ),
+            (
+                "channels".into(),
+                Value::Array(self.channels.iter().cloned().map(Value::String).collect()),
+            ),
         ])
     }
 
     /// Reads an event from an Avro record value. Unions may be wrapped or not; `created_at`
-    /// may be a `long` or a `timestamp-millis`; absent `endpoint_url`, `content_type` and
-    /// `headers` take their schema defaults. Does not [`validate`](Self::validate).
+    /// may be a `long` or a `timestamp-millis`; absent `endpoint_url`, `content_type`,
+    /// `headers`, `tenant_id` and `channels` take their schema defaults (so a version 1
+    /// value reads). Does not [`validate`](Self::validate).
     pub fn from_avro_value(value: Value) -> Result<Self, EventError> {
         let mut f = RecordFields::new(value)?;
         let headers = match f.take("headers") {
@@ -65,10 +75,31 @@ impl WebhookEvent {
                 });
             }
         };
+        let channels = match f.take("channels") {
+            None => Vec::new(),
+            Some(Value::Array(items)) => items
+                .into_iter()
+                .map(|v| match strip_union(v) {
+                    Value::String(s) => Ok(s),
+                    _ => Err(EventError::WrongType {
+                        field: "channels",
+                        expected: "an array of strings",
+                    }),
+                })
+                .collect::<Result<_, _>>()?,
+            Some(_) => {
+                return Err(EventError::WrongType {
+                    field: "channels",
+                    expected: "an array of strings",
+                });
+            }
+        };
         Ok(WebhookEvent {
             event_id: f.string("event_id")?,
             event_type: f.string("event_type")?,
-            endpoint_id: f.string("endpoint_id")?,
+            endpoint_id: f.opt_string("endpoint_id")?,
+            tenant_id: f.opt_string("tenant_id")?,
+            channels,
             endpoint_url: f.opt_string("endpoint_url")?,
             payload: f.bytes("payload")?,
             content_type: f
@@ -79,13 +110,13 @@ impl WebhookEvent {
         })
     }
 
-    /// The event as an Avro datum (no container, no registry framing) of the v1 schema.
+    /// The event as an Avro datum (no container, no registry framing) of the v2 schema.
     pub fn to_avro_datum(&self) -> Result<Vec<u8>, EventError> {
         encode(webhook_event_schema(), self.to_avro_value()).map_err(EventError::Avro)
     }
 
     /// Decodes an Avro datum written with `writer_schema` (e.g. fetched from the registry
-    /// by the framed schema id), resolving it into the v1 schema.
+    /// by the framed schema id), resolving it into the v2 schema.
     pub fn from_avro_datum(datum: &[u8], writer_schema: &Schema) -> Result<Self, EventError> {
         let (value, rest) =
             decode(datum, writer_schema, webhook_event_schema()).map_err(EventError::Avro)?;
@@ -146,6 +177,41 @@ mod tests {
         assert_eq!(event.endpoint_url.as_deref(), Some("https://x.test/"));
         assert_eq!(event.content_type, DEFAULT_CONTENT_TYPE);
         assert!(event.headers.is_empty());
+    }
+
+    /// A datum written with the version 1 schema reads as a delivery without tenant or
+    /// channels; a tenant event round-trips.
+    #[test]
+    fn version_1_datums_read_and_tenant_events_round_trip() {
+        let v1 = Schema::parse_str(crate::schema::WEBHOOK_EVENT_V1).expect("v1");
+        let Value::Record(fields) = sample().to_avro_value() else {
+            panic!("not a record");
+        };
+        let v1_value = Value::Record(
+            fields
+                .into_iter()
+                .filter(|(name, _)| name != "tenant_id" && name != "channels")
+                .map(|(name, value)| match (name.as_str(), value) {
+                    ("endpoint_id", Value::Union(_, inner)) => (name, *inner),
+                    (_, value) => (name, value),
+                })
+                .collect(),
+        );
+        let datum = encode(&v1, v1_value).expect("a v1 datum");
+        let event = WebhookEvent::from_avro_datum(&datum, &v1).expect("v1 reads");
+        assert_eq!(event.endpoint_id.as_deref(), Some("ep_1"));
+        assert_eq!(
+            (event.tenant_id, event.channels),
+            (None, Vec::<String>::new())
+        );
+        let tenant_event = WebhookEvent {
+            endpoint_id: None,
+            channels: vec!["eu".into(), "beta".into()],
+            ..sample()
+        };
+        let datum = tenant_event.to_avro_datum().expect("encode");
+        let back = WebhookEvent::from_avro_datum(&datum, webhook_event_schema()).expect("decode");
+        assert_eq!(back, tenant_event);
     }
 
     #[test]
@@ -235,6 +301,8 @@ mod fuzz {
         "content_type",
         "headers",
         "created_at",
+        "tenant_id",
+        "channels",
     ];
 
     fn check_datum(datum: &[u8]) -> Result<(), TestCaseError> {
@@ -300,10 +368,13 @@ mod fuzz {
             assert!(allocation_refused(&error), "{claimed}: {error:?}");
         }
         let mut datum = Vec::new();
-        for text in ["e", "t", "ep"] {
+        for text in ["e", "t"] {
             datum.extend(zigzag(text.len() as i64));
             datum.extend(text.as_bytes());
         }
+        datum.extend(zigzag(1)); // endpoint_id: the string branch
+        datum.extend(zigzag(2));
+        datum.extend(b"ep");
         datum.extend([0, 0, 0]); // no URL, empty payload, default content type
         datum.extend(zigzag(1 << 40)); // the headers map's first block count
         let error =

@@ -5,10 +5,16 @@
 //!  "endpoint_url": "https://...", "payload": {"any": "JSON"}, "content_type": "application/json",
 //!  "headers": {"X-Tenant": "acme"}, "created_at_ms": 1700000000000}
 //! ```
+//! or, for a tenant event fanned out to the tenant's subscribed endpoints,
+//! ```json
+//! {"event_id": "evt_2", "event_type": "invoice.paid", "tenant_id": "acme",
+//!  "channels": ["eu"], "payload": {"any": "JSON"}}
+//! ```
 //! `payload` is any JSON value, delivered as its compact serialization (key order kept);
-//! a non-JSON body goes in `payload_base64` instead. `endpoint_url`, `content_type`
-//! (default `application/json`), `headers` and `created_at_ms` (default: the time of
-//! decoding) are optional. Unknown fields are refused, so a misspelt field is noticed.
+//! a non-JSON body goes in `payload_base64` instead. `endpoint_id` or `tenant_id` (or
+//! both), and `endpoint_url`, `content_type` (default `application/json`), `headers`,
+//! `channels` and `created_at_ms` (default: the time of decoding) are optional. Unknown
+//! fields are refused, so a misspelt field is noticed. Version 1 JSON (no tenant) reads.
 
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -25,7 +31,12 @@ use super::{DEFAULT_CONTENT_TYPE, EventError, WebhookEvent};
 struct JsonEventIn<'a> {
     event_id: String,
     event_type: String,
-    endpoint_id: String,
+    #[serde(default)]
+    endpoint_id: Option<String>,
+    #[serde(default)]
+    tenant_id: Option<String>,
+    #[serde(default)]
+    channels: Option<Vec<String>>,
     #[serde(default)]
     endpoint_url: Option<String>,
     #[serde(default, borrow, deserialize_with = "raw_some")]
@@ -49,7 +60,12 @@ fn raw_some<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D:
 struct JsonEventOut<'a> {
     event_id: &'a str,
     event_type: &'a str,
-    endpoint_id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    endpoint_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tenant_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    channels: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
     endpoint_url: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -81,6 +97,8 @@ impl WebhookEvent {
             event_id: json.event_id,
             event_type: json.event_type,
             endpoint_id: json.endpoint_id,
+            tenant_id: json.tenant_id,
+            channels: json.channels.unwrap_or_default(),
             endpoint_url: json.endpoint_url,
             payload,
             content_type: json
@@ -99,7 +117,9 @@ impl WebhookEvent {
         let out = JsonEventOut {
             event_id: &self.event_id,
             event_type: &self.event_type,
-            endpoint_id: &self.endpoint_id,
+            endpoint_id: self.endpoint_id.as_deref(),
+            tenant_id: self.tenant_id.as_deref(),
+            channels: &self.channels,
             endpoint_url: self.endpoint_url.as_deref(),
             payload: raw,
             payload_base64: raw.is_none().then(|| BASE64.encode(&self.payload)),
@@ -184,6 +204,30 @@ mod tests {
         assert_eq!(e.content_type, "application/vnd.x+json");
         assert_eq!(e.headers.get("X-A").map(String::as_str), Some("1"));
         assert_eq!(e.created_at_ms, 17);
+    }
+
+    #[test]
+    fn tenant_events_decode_and_round_trip() {
+        let json = br#"{"event_id":"e","event_type":"invoice.paid","tenant_id":"acme",
+            "channels":["eu"],"payload":{}}"#;
+        let e = WebhookEvent::from_json_at(json, 1).expect("decode");
+        assert_eq!(e.endpoint_id, None);
+        assert_eq!(e.tenant_id.as_deref(), Some("acme"));
+        assert_eq!(e.channels, ["eu"]);
+        e.validate(1024).expect("a valid tenant event");
+        assert_eq!(
+            WebhookEvent::from_json(&e.to_json()).expect("round trip"),
+            e
+        );
+        let direct = br#"{"event_id":"e","event_type":"t","endpoint_id":"ep","payload":1}"#;
+        let out = WebhookEvent::from_json_at(direct, 1)
+            .expect("v1 JSON")
+            .to_json();
+        let text = String::from_utf8(out).expect("UTF-8");
+        assert!(
+            !text.contains("tenant_id") && !text.contains("channels"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -1,4 +1,6 @@
-//! The webhook event record: one event to one endpoint, in its Avro and JSON encodings.
+//! The webhook event record, in its Avro and JSON encodings: one event to one endpoint (a
+//! delivery), or one event to a tenant (a tenant event, fanned out to the tenant's
+//! subscribed endpoints, each then a delivery of its own).
 
 mod avro;
 mod json;
@@ -11,21 +13,30 @@ use crate::envelope::ErrorReason;
 
 pub use crate::http_field::RESERVED_HEADERS;
 pub use validate::{
-    MAX_EVENT_TYPE_LEN, MAX_HEADER_VALUE_LEN, MAX_HEADERS, MAX_ID_LEN, MAX_URL_LEN,
+    MAX_CHANNEL_LEN, MAX_CHANNELS, MAX_EVENT_TYPE_LEN, MAX_HEADER_VALUE_LEN, MAX_HEADERS,
+    MAX_ID_LEN, MAX_URL_LEN,
 };
 
 /// Content type of a payload when the event does not say.
 pub const DEFAULT_CONTENT_TYPE: &str = "application/json";
 
-/// One delivery: one event to one endpoint (the value of a record in `webhook-events`).
+/// One event: a delivery to one endpoint (`endpoint_id` set; the value of a record in
+/// `webhook-events`), or a tenant event (`endpoint_id` unset, `tenant_id` set; the value of
+/// a record in the fan-out topic).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WebhookEvent {
     /// Unique id, sent as `webhook-id`; stable across retries and re-drives.
     pub event_id: String,
     /// Type of the event, e.g. `invoice.paid`.
     pub event_type: String,
-    /// Id of the endpoint to deliver to (also the record key).
-    pub endpoint_id: String,
+    /// Id of the endpoint to deliver to (also the record key); `None` for a tenant event.
+    pub endpoint_id: Option<String>,
+    /// The tenant the event belongs to; a tenant event goes to each of the tenant's
+    /// endpoints subscribed to its type and channels.
+    pub tenant_id: Option<String>,
+    /// Channels the event is sent on; an endpoint subscribed to channels receives only
+    /// events that carry one of them.
+    pub channels: Vec<String>,
     /// URL overriding the endpoint's configured URL for this delivery.
     pub endpoint_url: Option<String>,
     /// The exact HTTP request body.
@@ -131,6 +142,17 @@ pub enum EventError {
         /// The header name.
         name: String,
     },
+    /// There are too many channels.
+    #[error("event has {count} channels, over the limit of {max}")]
+    TooManyChannels {
+        /// How many there are.
+        count: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The event names neither an endpoint nor a tenant.
+    #[error("the event names neither `endpoint_id` nor `tenant_id`; set one")]
+    NoRecipient,
     /// Two header names differ only in case.
     #[error("header `{name}` is given twice (header names are case-insensitive)")]
     DuplicateHeader {
@@ -159,6 +181,8 @@ impl EventError {
             | EventError::InvalidHeaderName { .. }
             | EventError::ReservedHeader { .. }
             | EventError::InvalidHeaderValue { .. }
+            | EventError::NoRecipient
+            | EventError::TooManyChannels { .. }
             | EventError::DuplicateHeader { .. } => ErrorReason::MalformedEvent,
         }
     }
@@ -204,7 +228,9 @@ pub(crate) mod tests {
         WebhookEvent {
             event_id: "evt_123".into(),
             event_type: "invoice.paid".into(),
-            endpoint_id: "ep_1".into(),
+            endpoint_id: Some("ep_1".into()),
+            tenant_id: Some("acme".into()),
+            channels: vec!["eu".into()],
             endpoint_url: Some("https://example.com/hook".into()),
             payload: br#"{"amount":42,"currency":"EUR"}"#.to_vec(),
             content_type: DEFAULT_CONTENT_TYPE.into(),

@@ -5,8 +5,12 @@ use std::collections::BTreeSet;
 use super::{EventError, WebhookEvent};
 use crate::http_field::{is_field_value, is_reserved, is_token};
 
-/// Longest `event_id` and `endpoint_id`, in bytes.
+/// Longest `event_id`, `endpoint_id` and `tenant_id`, in bytes.
 pub const MAX_ID_LEN: usize = 256;
+/// Most channels an event may carry.
+pub const MAX_CHANNELS: usize = 10;
+/// Longest channel name, in bytes.
+pub const MAX_CHANNEL_LEN: usize = 128;
 /// Longest `event_type`, in bytes.
 pub const MAX_EVENT_TYPE_LEN: usize = 256;
 /// Longest `endpoint_url`, in bytes.
@@ -19,7 +23,8 @@ pub const MAX_HEADER_VALUE_LEN: usize = 8192;
 impl WebhookEvent {
     /// Checks the event: ids non-empty and within [`MAX_ID_LEN`] (`event_id` visible ASCII,
     /// as it becomes the `webhook-id` header), no control characters in `event_type` and
-    /// `endpoint_id`, the payload at most `max_payload_bytes`, a valid `content_type`, and
+    /// the ids, at least one of `endpoint_id` and `tenant_id`, at most [`MAX_CHANNELS`]
+    /// channels of visible ASCII, the payload at most `max_payload_bytes`, a valid `content_type`, and
     /// at most [`MAX_HEADERS`] headers whose names are HTTP tokens, distinct ignoring case
     /// and not in [`RESERVED_HEADERS`](super::RESERVED_HEADERS). The URL itself is checked by
     /// [`check_url`](crate::url_guard::check_url).
@@ -32,7 +37,16 @@ impl WebhookEvent {
             });
         }
         check_text("event_type", &self.event_type, MAX_EVENT_TYPE_LEN)?;
-        check_text("endpoint_id", &self.endpoint_id, MAX_ID_LEN)?;
+        if let Some(endpoint_id) = &self.endpoint_id {
+            check_text("endpoint_id", endpoint_id, MAX_ID_LEN)?;
+        }
+        if let Some(tenant_id) = &self.tenant_id {
+            check_text("tenant_id", tenant_id, MAX_ID_LEN)?;
+        }
+        if self.endpoint_id.is_none() && self.tenant_id.is_none() {
+            return Err(EventError::NoRecipient);
+        }
+        self.check_channels()?;
         if let Some(url) = &self.endpoint_url {
             check_text("endpoint_url", url, MAX_URL_LEN)?;
         }
@@ -54,6 +68,25 @@ impl WebhookEvent {
             });
         }
         self.check_headers()
+    }
+
+    fn check_channels(&self) -> Result<(), EventError> {
+        if self.channels.len() > MAX_CHANNELS {
+            return Err(EventError::TooManyChannels {
+                count: self.channels.len(),
+                max: MAX_CHANNELS,
+            });
+        }
+        for channel in &self.channels {
+            check_text("channels", channel, MAX_CHANNEL_LEN)?;
+            if !channel.bytes().all(|b| b.is_ascii_graphic() && b != b'*') {
+                return Err(EventError::InvalidChars {
+                    field: "channels",
+                    rule: "must be visible ASCII without spaces or `*`",
+                });
+            }
+        }
+        Ok(())
     }
 
     fn check_headers(&self) -> Result<(), EventError> {
@@ -135,7 +168,7 @@ mod tests {
             }
         ));
         assert!(matches!(
-            err_of(|e| e.endpoint_id = "x".repeat(MAX_ID_LEN + 1)),
+            err_of(|e| e.endpoint_id = Some("x".repeat(MAX_ID_LEN + 1))),
             EventError::TooLong {
                 field: "endpoint_id",
                 ..
@@ -157,6 +190,45 @@ mod tests {
         let mut e = sample();
         e.event_id = "x".repeat(MAX_ID_LEN);
         e.validate(MAX).expect("limit is inclusive");
+    }
+
+    #[test]
+    fn recipients_and_channels() {
+        assert!(matches!(
+            err_of(|e| {
+                e.endpoint_id = None;
+                e.tenant_id = None;
+            }),
+            EventError::NoRecipient
+        ));
+        let mut tenant_event = sample();
+        tenant_event.endpoint_id = None;
+        tenant_event.validate(MAX).expect("a tenant event");
+        let mut direct = sample();
+        direct.tenant_id = None;
+        direct.validate(MAX).expect("a direct delivery");
+        assert!(matches!(
+            err_of(|e| e.tenant_id = Some(String::new())),
+            EventError::Empty { field: "tenant_id" }
+        ));
+        assert!(matches!(
+            err_of(|e| e.channels = vec!["a b".into()]),
+            EventError::InvalidChars {
+                field: "channels",
+                ..
+            }
+        ));
+        assert!(matches!(
+            err_of(|e| e.channels = vec!["eu.*".into()]),
+            EventError::InvalidChars {
+                field: "channels",
+                ..
+            }
+        ));
+        assert!(matches!(
+            err_of(|e| e.channels = vec!["c".into(); MAX_CHANNELS + 1]),
+            EventError::TooManyChannels { .. }
+        ));
     }
 
     #[test]

@@ -156,11 +156,11 @@ async fn stages(ctx: &Ctx, delivery: &Delivery, job: &mut Job<'_>) -> Result<Out
     span.record("attempt", job.meta.attempt.saturating_add(1));
     let event = job.event.insert(decode::event(ctx, delivery).await?);
     span.record("event_id", event.event_id.as_str());
-    span.record("endpoint", event.endpoint_id.as_str());
     let target = validate::target(ctx, delivery, event).await?;
+    span.record("endpoint", target.endpoint.id.as_str());
     job.url = Some(target.url.clone());
     job.retry = target.endpoint.retry;
-    if validate::already_delivered(ctx, event).await {
+    if validate::already_delivered(ctx, &target, event).await {
         return Ok(Outcome::DuplicateSuppressed);
     }
     job.life.step(Step::Process);
@@ -193,7 +193,7 @@ async fn stages(ctx: &Ctx, delivery: &Delivery, job: &mut Job<'_>) -> Result<Out
         drop(admitted);
         match next {
             Decision::Delivered => {
-                validate::remember_delivered(ctx, event).await;
+                validate::remember_delivered(ctx, &target, event).await;
                 return Ok(Outcome::Delivered { took: attempt.took });
             }
             Decision::Park(reason) => {

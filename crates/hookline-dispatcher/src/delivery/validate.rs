@@ -46,16 +46,28 @@ pub(crate) async fn target(
             error.to_string(),
         )));
     }
+    // A tenant event is delivered only through the fan-out stage, which reads it from the
+    // fan-out topic and writes one delivery per subscribed endpoint here.
+    let Some(endpoint_id) = event.endpoint_id.as_deref() else {
+        let message = format!(
+            "a tenant event (no endpoint_id) is fanned out only from the fan-out topic {}; publish it there",
+            ctx.settings.fanout.topic
+        );
+        return Err(Halt::Reject(Failure::new(
+            ErrorReason::MalformedEvent,
+            message,
+        )));
+    };
     // Intake looked the record's key up; an event that names another endpoint than its key
     // is looked up by the name it carries.
     let endpoint = match &delivery.endpoint {
-        Some(endpoint) if endpoint.id == event.endpoint_id => Some(Arc::clone(endpoint)),
-        Some(_) | None => ctx.endpoints.get(&event.endpoint_id),
+        Some(endpoint) if endpoint.id == endpoint_id => Some(Arc::clone(endpoint)),
+        Some(_) | None => ctx.endpoints.get(endpoint_id),
     };
     let Some(endpoint) = endpoint else {
         return Err(Halt::Reject(Failure::new(
             ErrorReason::UnknownEndpoint,
-            format!("no endpoint {:?} is configured", event.endpoint_id),
+            format!("no endpoint {endpoint_id:?} is configured"),
         )));
     };
     let url = event
@@ -76,12 +88,12 @@ pub(crate) async fn target(
 
 /// Whether the ledger knows that the endpoint acknowledged this event already. A ledger
 /// that cannot answer does not hold the delivery up: it is attempted (at-least-once).
-pub(crate) async fn already_delivered(ctx: &Ctx, event: &WebhookEvent) -> bool {
+pub(crate) async fn already_delivered(ctx: &Ctx, target: &Target, event: &WebhookEvent) -> bool {
     let Some(ledger) = &ctx.ledger else {
         return false;
     };
     match ledger
-        .was_delivered(&event.endpoint_id, &event.event_id)
+        .was_delivered(&target.endpoint.id, &event.event_id)
         .await
     {
         Ok(known) => known,
@@ -95,12 +107,12 @@ pub(crate) async fn already_delivered(ctx: &Ctx, event: &WebhookEvent) -> bool {
 
 /// Remembers a 2xx in the ledger. The endpoint has the event whatever happens here, so a
 /// failure is logged and counted, never turned into a retry.
-pub(crate) async fn remember_delivered(ctx: &Ctx, event: &WebhookEvent) {
+pub(crate) async fn remember_delivered(ctx: &Ctx, target: &Target, event: &WebhookEvent) {
     let Some(ledger) = &ctx.ledger else {
         return;
     };
     match ledger
-        .record_delivered(&event.endpoint_id, &event.event_id, now_ms())
+        .record_delivered(&target.endpoint.id, &event.event_id, now_ms())
         .await
     {
         Ok(true) => {}

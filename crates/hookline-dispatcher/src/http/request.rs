@@ -78,7 +78,9 @@ mod tests {
         WebhookEvent {
             event_id: "msg_p5jXN8AQM9LWM0D4loKWxJek".to_owned(),
             event_type: "invoice.paid".to_owned(),
-            endpoint_id: "ep-1".to_owned(),
+            endpoint_id: Some("ep-1".to_owned()),
+            tenant_id: None,
+            channels: Vec::new(),
             endpoint_url: None,
             payload: br#"{"test": 2432232314}"#.to_vec(),
             content_type: "application/json".to_owned(),

@@ -79,7 +79,7 @@ async fn write_retry(h: &Harness, tier: &str, event: &WebhookEvent, due_at_ms: i
     let topic = h.topics.tier_topic(tier);
     let value = event.to_json();
     let record = FutureRecord::to(&topic)
-        .key(&event.endpoint_id)
+        .key(event.endpoint_id.as_deref().unwrap_or_default())
         .payload(&value)
         .headers(headers);
     h.producer

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use hookline_core::WebhookEvent;
 use hookline_core::envelope::DlqEnvelope;
-use hookline_core::schema::WEBHOOK_EVENT_V1;
+use hookline_core::schema::WEBHOOK_EVENT_CURRENT;
 use hookline_dispatcher::{DispatcherConfig, Running, start};
 use hookline_kafka::{KafkaSettings, Registry};
 use hookline_testkit::{
@@ -141,7 +141,7 @@ impl Harness {
             value: Some(traceparent),
         });
         let record = FutureRecord::to(&self.topics.events)
-            .key(&event.endpoint_id)
+            .key(event.endpoint_id.as_deref().unwrap_or_default())
             .payload(&value)
             .headers(headers);
         self.producer
@@ -151,18 +151,30 @@ impl Harness {
     }
 
     pub(crate) async fn publish_json(&self, event: &WebhookEvent) -> (i32, i64) {
-        self.publish_bytes(&event.endpoint_id, &event.to_json(), Some(&event.event_id))
-            .await
+        self.publish_bytes(
+            event.endpoint_id.as_deref().unwrap_or_default(),
+            &event.to_json(),
+            Some(&event.event_id),
+        )
+        .await
     }
 
     pub(crate) async fn publish_avro(&self, event: &WebhookEvent) -> (i32, i64) {
         let bytes = self
             .registry
-            .encode_value(&self.topics.events, WEBHOOK_EVENT_V1, event.to_avro_value())
+            .encode_value(
+                &self.topics.events,
+                WEBHOOK_EVENT_CURRENT,
+                event.to_avro_value(),
+            )
             .await
             .expect("encode through the registry");
-        self.publish_bytes(&event.endpoint_id, &bytes, Some(&event.event_id))
-            .await
+        self.publish_bytes(
+            event.endpoint_id.as_deref().unwrap_or_default(),
+            &bytes,
+            Some(&event.event_id),
+        )
+        .await
     }
 
     /// Waits for `count` DLQ records and decodes them through the registry.
@@ -222,7 +234,9 @@ pub(crate) fn event(endpoint: &str, n: usize) -> WebhookEvent {
     WebhookEvent {
         event_id: format!("evt-{}-{n}", unique_name("id")),
         event_type: "invoice.paid".to_owned(),
-        endpoint_id: endpoint.to_owned(),
+        endpoint_id: Some(endpoint.to_owned()),
+        tenant_id: None,
+        channels: Vec::new(),
         endpoint_url: None,
         payload: format!(r#"{{"invoice":{n},"amount":"12.50"}}"#).into_bytes(),
         content_type: "application/json".to_owned(),

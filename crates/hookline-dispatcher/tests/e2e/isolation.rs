@@ -37,7 +37,7 @@ async fn publish_all(h: &Harness, events: &[WebhookEvent], partition: Option<i32
             value: Some(&event.event_id),
         });
         let mut record = FutureRecord::to(&h.topics.events)
-            .key(&event.endpoint_id)
+            .key(event.endpoint_id.as_deref().unwrap_or_default())
             .payload(value)
             .headers(headers);
         if let Some(partition) = partition {

@@ -207,7 +207,12 @@ async fn an_always_failing_endpoint_ends_in_the_dlq_after_the_configured_attempt
     let event = event("ep-down", 7);
     let original = h
         .registry
-        .encode_value(&h.topics.events, WEBHOOK_EVENT_V1, event.to_avro_value())
+        // Written as a producer built before event schema v2 writes it.
+        .encode_value(
+            &h.topics.events,
+            WEBHOOK_EVENT_V1,
+            hookline_testkit::v1_avro_value(&event),
+        )
         .await
         .expect("encode");
     let (partition, offset) = h

@@ -253,7 +253,9 @@ async fn a_dispatcher_upgrades_a_v1_dlq_subject_and_parks_current_envelopes() {
     let event = WebhookEvent {
         event_id: unique_name("evt"),
         event_type: "invoice.paid".to_owned(),
-        endpoint_id: "nobody".to_owned(),
+        endpoint_id: Some("nobody".to_owned()),
+        tenant_id: None,
+        channels: Vec::new(),
         endpoint_url: None,
         payload: br#"{"invoice":7}"#.to_vec(),
         content_type: "application/json".to_owned(),

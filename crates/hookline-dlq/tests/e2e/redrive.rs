@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use hookline_core::WebhookEvent;
 use hookline_core::envelope::{ErrorReason, Fit};
-use hookline_core::schema::{DLQ_ENVELOPE_CURRENT, WEBHOOK_EVENT_V1};
+use hookline_core::schema::{DLQ_ENVELOPE_CURRENT, WEBHOOK_EVENT_CURRENT};
 use hookline_dispatcher::{DispatcherConfig, start};
 use hookline_dlq::filter::now_ms;
 use hookline_dlq::redrive::{REDRIVEN_BY, REDRIVEN_FROM, redrive};
@@ -38,7 +38,9 @@ fn event(endpoint: &str, n: usize) -> WebhookEvent {
     WebhookEvent {
         event_id: format!("evt-{}-{n}", unique_name("id")),
         event_type: "invoice.paid".to_owned(),
-        endpoint_id: endpoint.to_owned(),
+        endpoint_id: Some(endpoint.to_owned()),
+        tenant_id: None,
+        channels: Vec::new(),
         endpoint_url: None,
         payload: format!(r#"{{"invoice":{n}}}"#).into_bytes(),
         content_type: "application/json".to_owned(),
@@ -133,7 +135,7 @@ async fn a_fixed_endpoints_records_are_redriven_once_each_with_their_event_ids()
         let e = event(endpoint, n);
         let value = if n % 2 == 0 {
             registry
-                .encode_value(&topics.events, WEBHOOK_EVENT_V1, e.to_avro_value())
+                .encode_value(&topics.events, WEBHOOK_EVENT_CURRENT, e.to_avro_value())
                 .await
                 .expect("avro")
         } else {
@@ -252,7 +254,10 @@ async fn a_fixed_endpoints_records_are_redriven_once_each_with_their_event_ids()
     assert_eq!(total_records(&topics.events), main_after);
     tokio::time::sleep(Duration::from_secs(1)).await;
     let ok = delivered();
-    for e in sent.iter().filter(|e| e.endpoint_id == "ep-fix") {
+    for e in sent
+        .iter()
+        .filter(|e| e.endpoint_id.as_deref() == Some("ep-fix"))
+    {
         assert_eq!(
             ok.get(&e.event_id),
             Some(&1),

@@ -40,7 +40,9 @@ mod tests {
         WebhookEvent {
             event_id: event_id.into(),
             event_type: "invoice.paid".into(),
-            endpoint_id: "ep_1".into(),
+            endpoint_id: Some("ep_1".into()),
+            tenant_id: None,
+            channels: Vec::new(),
             endpoint_url: None,
             payload: br#"{"amount":42}"#.to_vec(),
             content_type: "application/json".into(),

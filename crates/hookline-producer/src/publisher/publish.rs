@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures::{StreamExt, stream};
 use hookline_core::WebhookEvent;
-use hookline_core::schema::WEBHOOK_EVENT_V1;
+use hookline_core::schema::WEBHOOK_EVENT_CURRENT;
 use hookline_core::signing::WEBHOOK_ID;
 use hookline_kafka::{KafkaSettings, Registry};
 use rdkafka::error::KafkaError;
@@ -28,12 +28,14 @@ pub struct Delivered {
     pub offset: i64,
 }
 
-/// Publishes webhook events to one topic. Cheap to share by reference; `publish` takes
+/// Publishes webhook events: deliveries to the events topic, keyed by endpoint id, and
+/// tenant events to its fan-out topic (`<topic>.fanout`), keyed by tenant id. Cheap to share by reference; `publish` takes
 /// `&self` and may be called concurrently.
 pub struct Publisher {
     producer: FutureProducer,
     registry: Option<Arc<Registry>>,
     topic: String,
+    fanout_topic: String,
     encoding: Encoding,
     max_payload_bytes: usize,
     queue_timeout: Duration,
@@ -66,6 +68,7 @@ impl Publisher {
         Ok(Publisher {
             producer,
             registry,
+            fanout_topic: crate::Topics::new(config.topic.as_str(), "").fanout(),
             topic: config.topic,
             encoding: config.encoding,
             max_payload_bytes: config.max_payload_bytes,
@@ -73,9 +76,14 @@ impl Publisher {
         })
     }
 
-    /// The topic this publisher writes to.
+    /// The topic this publisher writes deliveries to.
     pub fn topic(&self) -> &str {
         &self.topic
+    }
+
+    /// The topic this publisher writes tenant events to.
+    pub fn fanout_topic(&self) -> &str {
+        &self.fanout_topic
     }
 
     /// How it encodes values.
@@ -83,21 +91,28 @@ impl Publisher {
         self.encoding
     }
 
-    /// Publishes one event, keyed by its endpoint id, with the `webhook-id` header; an
-    /// empty `event_id` becomes a new UUID v7 and a zero `created_at_ms` the current time.
+    /// Publishes one event with the `webhook-id` header: a delivery (the event names an
+    /// endpoint) to the events topic keyed by its endpoint id, a tenant event to the fan-out
+    /// topic keyed by its tenant id. An empty `event_id` becomes a new UUID v7 and a zero
+    /// `created_at_ms` the current time.
     /// The event is validated first: an invalid one is refused before anything is sent.
     /// Returns once Kafka has acknowledged the record.
-    #[tracing::instrument(skip_all, fields(event_id, endpoint = %event.endpoint_id))]
+    #[tracing::instrument(skip_all, fields(event_id, endpoint = ?event.endpoint_id, tenant = ?event.tenant_id))]
     pub async fn publish(&self, event: &WebhookEvent) -> Result<Delivered, PublishError> {
         let event = prepare(event, self.max_payload_bytes, now_ms(), new_event_id)?;
         Span::current().record("event_id", event.event_id.as_str());
-        let value = self.encode(&event).await?;
+        // `prepare` validated that the event names an endpoint or a tenant.
+        let (topic, key) = match (&event.endpoint_id, &event.tenant_id) {
+            (Some(endpoint), _) => (&self.topic, endpoint.as_str()),
+            (None, tenant) => (&self.fanout_topic, tenant.as_deref().unwrap_or_default()),
+        };
+        let value = self.encode(topic, &event).await?;
         let headers = OwnedHeaders::new().insert(Header {
             key: WEBHOOK_ID,
             value: Some(event.event_id.as_bytes()),
         });
-        let record = FutureRecord::to(&self.topic)
-            .key(event.endpoint_id.as_bytes())
+        let record = FutureRecord::to(topic)
+            .key(key.as_bytes())
             .payload(&value)
             .headers(headers);
         match self.producer.send(record, self.queue_timeout).await {
@@ -146,7 +161,7 @@ impl Publisher {
         }
     }
 
-    async fn encode(&self, event: &WebhookEvent) -> Result<Vec<u8>, PublishError> {
+    async fn encode(&self, topic: &str, event: &WebhookEvent) -> Result<Vec<u8>, PublishError> {
         match self.encoding {
             Encoding::Json => Ok(event.to_json()),
             Encoding::Avro => {
@@ -155,7 +170,7 @@ impl Publisher {
                     .as_ref()
                     .ok_or(PublishError::RegistryRequired)?;
                 registry
-                    .encode_value(&self.topic, WEBHOOK_EVENT_V1, event.to_avro_value())
+                    .encode_value(topic, WEBHOOK_EVENT_CURRENT, event.to_avro_value())
                     .await
                     .map_err(|source| PublishError::Encode {
                         event_id: event.event_id.clone(),

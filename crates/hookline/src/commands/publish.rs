@@ -70,7 +70,7 @@ enum LineForm {
     /// Each line is a full event in the JSON form.
     Event,
     /// Each line is the payload of an event to this template's endpoint and type.
-    Payload(WebhookEvent),
+    Payload(Box<WebhookEvent>),
 }
 
 /// Runs `hookline publish`.
@@ -126,7 +126,9 @@ fn template(args: &PublishArgs) -> anyhow::Result<Option<WebhookEvent>> {
         (Some(endpoint), Some(event_type)) => Ok(Some(WebhookEvent {
             event_id: String::new(),
             event_type: event_type.clone(),
-            endpoint_id: endpoint.clone(),
+            endpoint_id: Some(endpoint.clone()),
+            tenant_id: None,
+            channels: Vec::new(),
             endpoint_url: args.endpoint_url.clone(),
             payload: Vec::new(),
             content_type: args.content_type.clone(),
@@ -160,7 +162,7 @@ impl LineForm {
         match self {
             LineForm::Payload(template) => {
                 check_payload(&template.content_type, line.as_bytes()).context("the payload")?;
-                let mut event = template.clone();
+                let mut event = WebhookEvent::clone(template);
                 event.payload = line.as_bytes().to_vec();
                 Ok(event)
             }
@@ -195,7 +197,7 @@ fn with_event_id(line: &str) -> anyhow::Result<String> {
 /// Publishes each non-blank stdin line; reports a failed line with its number.
 async fn publish_lines(args: &PublishArgs, publisher: &Publisher) -> anyhow::Result<()> {
     let form = match template(args)? {
-        Some(template) => LineForm::Payload(template),
+        Some(template) => LineForm::Payload(Box::new(template)),
         None => LineForm::Event,
     };
     let headers: BTreeMap<String, String> = args.headers.iter().cloned().collect();

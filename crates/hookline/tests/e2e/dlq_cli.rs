@@ -433,7 +433,9 @@ async fn inspect_shows_an_avro_original_as_the_event_it_was() {
     let event = hookline_core::WebhookEvent {
         event_id: unique_name("evt"),
         event_type: "order.paid".into(),
-        endpoint_id: "ep-a".into(),
+        endpoint_id: Some("ep-a".into()),
+        tenant_id: None,
+        channels: Vec::new(),
         endpoint_url: None,
         payload: br#"{"order":42}"#.to_vec(),
         content_type: "application/json".into(),
@@ -444,7 +446,7 @@ async fn inspect_shows_an_avro_original_as_the_event_it_was() {
     let original = registry
         .encode_value(
             &events,
-            hookline_core::schema::WEBHOOK_EVENT_V1,
+            hookline_core::schema::WEBHOOK_EVENT_CURRENT,
             event.to_avro_value(),
         )
         .await

@@ -251,7 +251,9 @@ fn demo_event(run: &str, n: usize, endpoint: &str) -> WebhookEvent {
     WebhookEvent {
         event_id: format!("demo-{run}-{n:04}"),
         event_type: kinds[n % kinds.len()].to_owned(),
-        endpoint_id: endpoint.to_owned(),
+        endpoint_id: Some(endpoint.to_owned()),
+        tenant_id: None,
+        channels: Vec::new(),
         endpoint_url: None,
         payload: serde_json::json!({
             "id": format!("ord_{run}{n:04}"),
