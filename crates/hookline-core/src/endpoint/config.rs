@@ -8,10 +8,13 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::{Endpoint, EndpointError};
-use crate::event::{MAX_HEADER_VALUE_LEN, MAX_HEADERS};
+use crate::event::{MAX_HEADER_VALUE_LEN, MAX_HEADERS, MAX_ID_LEN};
 use crate::http_field::{is_field_value, is_reserved, is_token};
 use crate::policy::PolicyOverride;
 use crate::signing::SigningSecret;
+use crate::subscription::{
+    MAX_CHANNELS, MAX_EVENT_TYPES, Subscription, check_channel, check_pattern,
+};
 use crate::url_guard::{check_url, redact_url};
 
 /// Most secrets an endpoint may have at once.
@@ -53,7 +56,25 @@ pub struct EndpointConfig {
     /// Extra HTTP request headers (not the ones the dispatcher sets). Default none.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
+    /// The tenant the endpoint belongs to: it then receives the tenant's events of the
+    /// types (and channels) it subscribes to. Default none: direct deliveries only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+    /// Event types it subscribes to: exact names (`invoice.paid`), `prefix.*` or `*`, at
+    /// most 64. Default empty: every type. Needs `tenant`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub event_types: Vec<String>,
+    /// Channels it subscribes to, at most 10: it then receives only tenant events that
+    /// carry one of them. Default empty: events whatever their channels. Needs `tenant`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub channels: Vec<String>,
+    /// Free text for people, at most 1024 bytes. Default none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
 }
+
+/// Longest endpoint `description`, in bytes.
+pub const MAX_DESCRIPTION_LEN: usize = 1024;
 
 fn default_enabled() -> bool {
     true
@@ -79,7 +100,20 @@ impl EndpointConfig {
             retry: None,
             strict_ordering: false,
             headers: BTreeMap::new(),
+            tenant: None,
+            event_types: Vec::new(),
+            channels: Vec::new(),
+            description: None,
         }
+    }
+
+    /// What the endpoint subscribes to, when it belongs to a tenant.
+    pub fn subscription(&self) -> Option<Subscription> {
+        self.tenant.as_ref().map(|tenant| Subscription {
+            tenant: tenant.clone(),
+            event_types: self.event_types.clone(),
+            channels: self.channels.clone(),
+        })
     }
 
     /// Parses and validates a record value.
@@ -146,6 +180,7 @@ impl EndpointConfig {
             retry.validate("retry").map_err(EndpointError::Retry)?;
         }
         self.check_headers()?;
+        self.check_subscription()?;
         Ok(Endpoint {
             target,
             secrets,
@@ -157,6 +192,53 @@ impl EndpointConfig {
             strict_ordering: self.strict_ordering,
             headers: self.headers.clone(),
         })
+    }
+
+    fn check_subscription(&self) -> Result<(), EndpointError> {
+        if let Some(description) = &self.description
+            && description.len() > MAX_DESCRIPTION_LEN
+        {
+            return Err(invalid(
+                "description",
+                format!("must be at most {MAX_DESCRIPTION_LEN} bytes"),
+            ));
+        }
+        let Some(tenant) = &self.tenant else {
+            if !self.event_types.is_empty() {
+                return Err(invalid("event_types", "needs a `tenant`"));
+            }
+            if !self.channels.is_empty() {
+                return Err(invalid("channels", "needs a `tenant`"));
+            }
+            return Ok(());
+        };
+        if tenant.is_empty() || tenant.len() > MAX_ID_LEN || tenant.chars().any(char::is_control) {
+            return Err(invalid(
+                "tenant",
+                format!("must be 1 to {MAX_ID_LEN} bytes without control characters"),
+            ));
+        }
+        if self.event_types.len() > MAX_EVENT_TYPES {
+            return Err(invalid(
+                "event_types",
+                format!("has more than {MAX_EVENT_TYPES} patterns"),
+            ));
+        }
+        for (index, pattern) in self.event_types.iter().enumerate() {
+            check_pattern(pattern)
+                .map_err(|error| invalid(format!("event_types[{index}]"), error.to_string()))?;
+        }
+        if self.channels.len() > MAX_CHANNELS {
+            return Err(invalid(
+                "channels",
+                format!("has more than {MAX_CHANNELS} channels"),
+            ));
+        }
+        for (index, channel) in self.channels.iter().enumerate() {
+            check_channel(channel)
+                .map_err(|error| invalid(format!("channels[{index}]"), error.to_string()))?;
+        }
+        Ok(())
     }
 
     fn check_headers(&self) -> Result<(), EndpointError> {
@@ -209,6 +291,10 @@ impl fmt::Debug for EndpointConfig {
             .field("retry", &self.retry)
             .field("strict_ordering", &self.strict_ordering)
             .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .field("tenant", &self.tenant)
+            .field("event_types", &self.event_types)
+            .field("channels", &self.channels)
+            .field("description", &self.description)
             .finish()
     }
 }
@@ -235,6 +321,50 @@ mod tests {
             Err(EndpointError::Json(e)) => panic!("unexpected JSON error {e}"),
             Ok(()) => panic!("expected an error"),
         }
+    }
+
+    #[test]
+    fn subscriptions_are_checked_naming_the_field() {
+        let json = format!(
+            r#"{{"url":"https://example.com/hook","secrets":["{SECRET}"],"tenant":"acme",
+            "event_types":["invoice.*","customer.created"],"channels":["eu"],
+            "description":"billing"}}"#
+        );
+        let c = EndpointConfig::from_json(json.as_bytes()).expect("valid");
+        let subscription = c.subscription().expect("a tenant's endpoint");
+        assert_eq!(subscription.tenant, "acme");
+        assert!(!subscription.wants("invoice.paid", &[]));
+        assert!(subscription.wants("invoice.paid", &["eu".to_owned()]));
+        assert_eq!(
+            EndpointConfig::from_json(&c.to_json()).expect("round trip"),
+            c
+        );
+        assert!(config().subscription().is_none());
+        let with_tenant = |c: &mut EndpointConfig| c.tenant = Some("acme".into());
+        assert_eq!(
+            field_of(|c| c.event_types = vec!["a".into()]),
+            "event_types"
+        );
+        assert_eq!(field_of(|c| c.channels = vec!["a".into()]), "channels");
+        assert_eq!(field_of(|c| c.tenant = Some(String::new())), "tenant");
+        assert_eq!(
+            field_of(|c| {
+                with_tenant(c);
+                c.event_types = vec!["invoice.paid".into(), "inv*".into()];
+            }),
+            "event_types[1]"
+        );
+        assert_eq!(
+            field_of(|c| {
+                with_tenant(c);
+                c.channels = vec!["a b".into()];
+            }),
+            "channels[0]"
+        );
+        assert_eq!(
+            field_of(|c| c.description = Some("x".repeat(MAX_DESCRIPTION_LEN + 1))),
+            "description"
+        );
     }
 
     #[test]

@@ -12,7 +12,9 @@ use crate::policy::{PolicyError, PolicyOverride};
 use crate::signing::{SigningError, SigningSecret};
 use crate::url_guard::{ParsedTarget, UrlError, redact_url};
 
-pub use config::{EndpointConfig, MAX_SECRETS, MAX_TIMEOUT_MS, MIN_RATE_PER_S};
+pub use config::{
+    EndpointConfig, MAX_DESCRIPTION_LEN, MAX_SECRETS, MAX_TIMEOUT_MS, MIN_RATE_PER_S,
+};
 
 /// An endpoint config that cannot be used, naming the field. Never shows a secret.
 #[derive(Debug, thiserror::Error)]

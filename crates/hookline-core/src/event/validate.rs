@@ -4,13 +4,11 @@ use std::collections::BTreeSet;
 
 use super::{EventError, WebhookEvent};
 use crate::http_field::{is_field_value, is_reserved, is_token};
+use crate::subscription::check_channel;
 
 /// Longest `event_id`, `endpoint_id` and `tenant_id`, in bytes.
 pub const MAX_ID_LEN: usize = 256;
-/// Most channels an event may carry.
-pub const MAX_CHANNELS: usize = 10;
-/// Longest channel name, in bytes.
-pub const MAX_CHANNEL_LEN: usize = 128;
+pub use crate::subscription::{MAX_CHANNEL_LEN, MAX_CHANNELS};
 /// Longest `event_type`, in bytes.
 pub const MAX_EVENT_TYPE_LEN: usize = 256;
 /// Longest `endpoint_url`, in bytes.
@@ -79,7 +77,7 @@ impl WebhookEvent {
         }
         for channel in &self.channels {
             check_text("channels", channel, MAX_CHANNEL_LEN)?;
-            if !channel.bytes().all(|b| b.is_ascii_graphic() && b != b'*') {
+            if check_channel(channel).is_err() {
                 return Err(EventError::InvalidChars {
                     field: "channels",
                     rule: "must be visible ASCII without spaces or `*`",
