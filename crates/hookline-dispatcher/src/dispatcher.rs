@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hookline_core::envelope::ENVELOPE_VERSION;
-use hookline_core::schema::DLQ_ENVELOPE_CURRENT;
+use hookline_core::schema::{DLQ_ENVELOPE_CURRENT, WEBHOOK_EVENT_CURRENT};
 use hookline_kafka::Registry;
 use rdkafka::admin::{AdminClient, AdminOptions, AlterConfig, ResourceSpecifier};
 use rdkafka::client::DefaultClientContext;
@@ -23,6 +23,7 @@ use crate::context::DispatchContext;
 use crate::delivery::{Ctx, Writer};
 use crate::endpoints::{EndpointDefaults, EndpointTable, follow_topic, load_file};
 use crate::error::{DispatchError, Result};
+use crate::fanout;
 use crate::http::HttpSender;
 use crate::ledger::Ledger;
 use crate::metrics::Metrics;
@@ -101,96 +102,24 @@ pub async fn start(settings: Settings, shutdown: CancellationToken) -> Result<Ru
     // The DLQ's schema is registered first, so an incompatible change fails start-up rather
     // than the first parked record.
     let registry = Arc::new(Registry::new(&settings.registry)?);
-    let dlq_subject = format!("{}-value", settings.dlq_topic);
-    let level = settings.dlq_compatibility;
-    registry.ensure_compatibility(&dlq_subject, level).await?;
-    // A refusal (409: incompatible with what the subject holds) names the subject, the level
-    // and the registry's own message (the `message` of its JSON answer).
-    let schema_id = registry
-        .register(&dlq_subject, DLQ_ENVELOPE_CURRENT)
-        .await
-        .map_err(|error| match error {
-            hookline_kafka::Error::RegistryRefused { status, body, .. } => {
-                hookline_kafka::Error::RegistryRefused {
-                    context: format!(
-                        "the DLQ envelope schema v{ENVELOPE_VERSION} under subject \
-                         {dlq_subject} with compatibility {level}"
-                    ),
-                    status,
-                    body: serde_json::from_str::<serde_json::Value>(&body)
-                        .ok()
-                        .and_then(|answer| answer.get("message")?.as_str().map(str::to_owned))
-                        .unwrap_or(body),
-                }
-            }
-            other => other,
-        })?;
-    tracing::info!(
-        subject = dlq_subject,
-        schema_id,
-        envelope_version = ENVELOPE_VERSION,
-        compatibility = %level,
-        "DLQ schema registered"
-    );
+    let schema_id = register_dlq_schema(&settings, &registry).await?;
 
     let mut topics = vec![settings.events_topic.clone(), settings.dlq_topic.clone()];
     topics.extend(settings.tiers.topics(&settings.events_topic));
-    check_topics(&settings, &topics).await?;
-
-    let endpoints = Arc::new(EndpointTable::new(EndpointDefaults {
-        max_concurrency: settings.per_endpoint_concurrency,
-        // One endpoint may hold at most a quarter of the global attempts.
-        max_concurrency_share: u32::try_from(settings.max_in_flight / 4)
-            .unwrap_or(u32::MAX)
-            .max(1),
-        max_cap: settings
-            .tiers
-            .tiers()
-            .last()
-            .map_or(settings.retry.cap, |tier| tier.delay),
-        timeout: settings.timeout,
-        queue: settings.per_endpoint_queue,
-        retry: settings.retry,
-        breaker: settings.breaker,
-    }));
-    if let Some(path) = &settings.endpoints_file {
-        let count = load_file(path, &endpoints)?;
-        tracing::info!(path = %path.display(), endpoints = count, "endpoints file loaded");
+    let mut needed = topics.clone();
+    if settings.fanout.enabled {
+        needed.push(settings.fanout.topic.clone());
     }
-    if let Some(topic) = &settings.endpoints_topic {
-        let follower = follow_topic(
-            &settings.kafka,
-            topic,
-            Arc::clone(&endpoints),
-            shutdown.clone(),
-        )
-        .await?;
-        tracker.spawn(async move {
-            if let Err(error) = follower.await {
-                tracing::error!(%error, "the endpoints follower failed");
-            }
-        });
+    check_topics(&settings, &needed).await?;
+
+    let endpoints = load_endpoints(&settings, &tracker, &shutdown).await?;
+    if settings.fanout.enabled {
+        let stage = fanout_stage(&settings, &registry, &endpoints, &metrics, schema_id).await?;
+        tracker.spawn(fanout_task(stage, shutdown.clone()));
     }
     readiness.set_endpoints_loaded();
 
-    let admin_addr = match settings.admin_listen {
-        Some(listen) => {
-            let (bound, server) = admin::serve(
-                listen,
-                metrics.clone(),
-                Arc::clone(&readiness),
-                shutdown.clone(),
-            )
-            .await
-            .map_err(|source| DispatchError::Admin {
-                listen: listen.to_string(),
-                source,
-            })?;
-            tracker.spawn(server);
-            Some(bound)
-        }
-        None => None,
-    };
+    let admin_addr = serve_admin(&settings, &metrics, &readiness, &tracker, &shutdown).await?;
 
     let producer: FutureProducer = settings
         .kafka
@@ -212,7 +141,7 @@ pub async fn start(settings: Settings, shutdown: CancellationToken) -> Result<Ru
             settings.max_message_bytes,
         ),
         ledger,
-        registry,
+        registry: Arc::clone(&registry),
         endpoints,
         metrics: metrics.clone(),
         global: Arc::new(Semaphore::new(settings.max_in_flight)),
@@ -256,6 +185,38 @@ pub async fn start(settings: Settings, shutdown: CancellationToken) -> Result<Ru
         shutdown.clone(),
     ));
     let task = tracker.spawn(run_loop(consumer, shared, ctx, shutdown, abandon));
+    Ok(Running {
+        admin_addr,
+        metrics,
+        readiness,
+        task,
+        tracker,
+    })
+}
+
+/// Starts the fan-out stage alone (`hookline fanout`), for those who scale it apart from the
+/// deliveries: the DLQ and event schemas registered, the topics checked, the endpoint table
+/// loaded and followed, the admin port opened; then it fans out until `shutdown`.
+pub async fn start_fanout(settings: Settings, shutdown: CancellationToken) -> Result<Running> {
+    let settings = Arc::new(settings);
+    let tracker = TaskTracker::new();
+    let metrics = Metrics::new();
+    let readiness = Arc::new(Readiness::default());
+    let registry = Arc::new(Registry::new(&settings.registry)?);
+    let schema_id = register_dlq_schema(&settings, &registry).await?;
+    let topics = [
+        settings.fanout.topic.clone(),
+        settings.events_topic.clone(),
+        settings.dlq_topic.clone(),
+    ];
+    check_topics(&settings, &topics).await?;
+    let endpoints = load_endpoints(&settings, &tracker, &shutdown).await?;
+    readiness.set_endpoints_loaded();
+    let admin_addr = serve_admin(&settings, &metrics, &readiness, &tracker, &shutdown).await?;
+    let stage = fanout_stage(&settings, &registry, &endpoints, &metrics, schema_id).await?;
+    // Ready once it runs: the fan-out has no assignment of its own to wait for.
+    readiness.set_consuming(true);
+    let task = tracker.spawn(fanout::run(stage, shutdown));
     Ok(Running {
         admin_addr,
         metrics,
@@ -328,4 +289,146 @@ async fn check_topics(settings: &Settings, topics: &[String]) -> Result<()> {
     })
     .await
     .map_err(|error| DispatchError::Internal(format!("metadata check failed: {error}")))?
+}
+
+/// Registers the DLQ envelope schema under `<dlq topic>-value` with the configured
+/// compatibility; returns its id.
+pub(crate) async fn register_dlq_schema(settings: &Settings, registry: &Registry) -> Result<u32> {
+    let dlq_subject = format!("{}-value", settings.dlq_topic);
+    let level = settings.dlq_compatibility;
+    registry.ensure_compatibility(&dlq_subject, level).await?;
+    // A refusal (409: incompatible with what the subject holds) names the subject, the level
+    // and the registry's own message (the `message` of its JSON answer).
+    let schema_id = registry
+        .register(&dlq_subject, DLQ_ENVELOPE_CURRENT)
+        .await
+        .map_err(|error| match error {
+            hookline_kafka::Error::RegistryRefused { status, body, .. } => {
+                hookline_kafka::Error::RegistryRefused {
+                    context: format!(
+                        "the DLQ envelope schema v{ENVELOPE_VERSION} under subject \
+                         {dlq_subject} with compatibility {level}"
+                    ),
+                    status,
+                    body: serde_json::from_str::<serde_json::Value>(&body)
+                        .ok()
+                        .and_then(|answer| answer.get("message")?.as_str().map(str::to_owned))
+                        .unwrap_or(body),
+                }
+            }
+            other => other,
+        })?;
+    tracing::info!(
+        subject = dlq_subject,
+        schema_id,
+        envelope_version = ENVELOPE_VERSION,
+        compatibility = %level,
+        "DLQ schema registered"
+    );
+    Ok(schema_id)
+}
+
+/// The endpoint table, loaded from the endpoints file and the endpoints topic (read to its
+/// end), then followed until `shutdown`.
+pub(crate) async fn load_endpoints(
+    settings: &Settings,
+    tracker: &TaskTracker,
+    shutdown: &CancellationToken,
+) -> Result<Arc<EndpointTable>> {
+    let endpoints = Arc::new(EndpointTable::new(EndpointDefaults {
+        max_concurrency: settings.per_endpoint_concurrency,
+        // One endpoint may hold at most a quarter of the global attempts.
+        max_concurrency_share: u32::try_from(settings.max_in_flight / 4)
+            .unwrap_or(u32::MAX)
+            .max(1),
+        max_cap: settings
+            .tiers
+            .tiers()
+            .last()
+            .map_or(settings.retry.cap, |tier| tier.delay),
+        timeout: settings.timeout,
+        queue: settings.per_endpoint_queue,
+        retry: settings.retry,
+        breaker: settings.breaker,
+    }));
+    if let Some(path) = &settings.endpoints_file {
+        let count = load_file(path, &endpoints)?;
+        tracing::info!(path = %path.display(), endpoints = count, "endpoints file loaded");
+    }
+    if let Some(topic) = &settings.endpoints_topic {
+        let follower = follow_topic(
+            &settings.kafka,
+            topic,
+            Arc::clone(&endpoints),
+            shutdown.clone(),
+        )
+        .await?;
+        tracker.spawn(async move {
+            if let Err(error) = follower.await {
+                tracing::error!(%error, "the endpoints follower failed");
+            }
+        });
+    }
+    Ok(endpoints)
+}
+
+/// Opens the admin port when one is configured; returns where it listens.
+pub(crate) async fn serve_admin(
+    settings: &Settings,
+    metrics: &Metrics,
+    readiness: &Arc<Readiness>,
+    tracker: &TaskTracker,
+    shutdown: &CancellationToken,
+) -> Result<Option<SocketAddr>> {
+    Ok(match settings.admin_listen {
+        Some(listen) => {
+            let (bound, server) = admin::serve(
+                listen,
+                metrics.clone(),
+                Arc::clone(readiness),
+                shutdown.clone(),
+            )
+            .await
+            .map_err(|source| DispatchError::Admin {
+                listen: listen.to_string(),
+                source,
+            })?;
+            tracker.spawn(server);
+            Some(bound)
+        }
+        None => None,
+    })
+}
+
+/// The fan-out stage of this process: the current event schema is registered under the
+/// events topic's subject, for the deliveries of Avro tenant events.
+pub(crate) async fn fanout_stage(
+    settings: &Arc<Settings>,
+    registry: &Arc<Registry>,
+    endpoints: &Arc<EndpointTable>,
+    metrics: &Metrics,
+    dlq_schema_id: u32,
+) -> Result<fanout::Stage> {
+    let subject = format!("{}-value", settings.events_topic);
+    let event_schema_id = registry.register(&subject, WEBHOOK_EVENT_CURRENT).await?;
+    tracing::info!(
+        subject,
+        schema_id = event_schema_id,
+        "event schema registered"
+    );
+    Ok(fanout::Stage {
+        settings: Arc::clone(settings),
+        endpoints: Arc::clone(endpoints),
+        registry: Arc::clone(registry),
+        metrics: metrics.clone(),
+        dlq_schema_id,
+        event_schema_id,
+    })
+}
+
+/// Runs the fan-out stage beside the deliveries, logging how it ended.
+async fn fanout_task(stage: fanout::Stage, shutdown: CancellationToken) {
+    if let Err(error) = fanout::run(stage, shutdown).await {
+        tracing::error!(%error, "the fan-out stage stopped");
+    }
 }

@@ -28,7 +28,7 @@ pub use config::{
     AdminConfig, BreakerConfig, ConcurrencyConfig, DispatcherConfig, GroupProtocol, HttpConfig,
     LedgerConfig, OutboundConfig, TopicsConfig,
 };
-pub use dispatcher::{Running, start};
+pub use dispatcher::{Running, start, start_fanout};
 pub use error::{DispatchError, Result};
 pub use fanout::{FanoutConfig, FanoutSettings};
 pub use ledger::{LedgerError, LedgerSettings};

@@ -13,6 +13,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::fanout::FanoutMetrics;
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StatusLabel {
     status: &'static str,
@@ -75,6 +77,8 @@ pub struct Metrics {
     in_flight: Gauge,
     lag: Gauge,
     totals: Arc<Mutex<Totals>>,
+    /// The fan-out stage's metrics, in the same registry.
+    pub(crate) fanout: FanoutMetrics,
 }
 
 /// Running totals of one dispatcher, for programs that embed it (the demo's summary).
@@ -196,7 +200,9 @@ impl Metrics {
             "Records behind the high watermarks of the assigned partitions",
             lag.clone(),
         );
+        let fanout = FanoutMetrics::register(&mut registry);
         Metrics {
+            fanout,
             registry: Arc::new(registry),
             deliveries,
             attempts,

@@ -248,6 +248,8 @@ impl Settings {
     pub(crate) fn consumer_config(&self) -> rdkafka::ClientConfig {
         let mut config = self.kafka.consumer_config(&self.group_id);
         config.set("group.protocol", self.group_protocol.as_str());
+        // The fan-out writes deliveries in transactions: only committed ones are delivered.
+        config.set("isolation.level", "read_committed");
         match self.group_protocol {
             // The broker's default assignor (uniform) balances the number of partitions
             // per member over all subscribed topics together: one replica could hold every

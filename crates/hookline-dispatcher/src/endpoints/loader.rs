@@ -116,6 +116,7 @@ pub async fn follow_topic(
             .map_err(|_| DispatchError::Internal(format!("reading {topic} timed out")))?
             .map_err(|source| DispatchError::kafka("reading the endpoints topic", source))?;
         apply(&table, message.key(), message.payload());
+        table.read_to(message.partition(), message.offset() + 1);
         if behind
             .get(&message.partition())
             .is_some_and(|high| message.offset() + 1 >= *high)
@@ -131,7 +132,10 @@ pub async fn follow_topic(
             tokio::select! {
                 () = shutdown.cancelled() => return,
                 message = consumer.recv() => match message {
-                    Ok(message) => apply(&table, message.key(), message.payload()),
+                    Ok(message) => {
+                        apply(&table, message.key(), message.payload());
+                        table.read_to(message.partition(), message.offset() + 1);
+                    }
                     Err(error) => {
                         tracing::warn!(%error, topic, "reading the endpoints topic failed");
                         tokio::time::sleep(Duration::from_secs(1)).await;

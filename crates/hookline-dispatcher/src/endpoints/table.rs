@@ -1,7 +1,9 @@
 //! The endpoint table: endpoint id -> its configuration and runtime state (concurrency
-//! permits, circuit breaker), kept current from the compacted endpoints topic or a file.
+//! permits, circuit breaker), kept current from the compacted endpoints topic or a file,
+//! with the subscription index of the tenants' endpoints kept current beside it, and how far
+//! into the topic it has read (so the fan-out can wait for changes made before an event).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -9,7 +11,8 @@ use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use hookline_core::endpoint::EndpointConfig;
 use hookline_core::policy::RetryPolicy;
 use hookline_core::signing::SigningSecret;
-use tokio::sync::Semaphore;
+use hookline_core::subscription::SubscriptionIndex;
+use tokio::sync::{Notify, Semaphore};
 
 use hookline_core::breaker::{BreakerPolicy, CircuitBreaker};
 
@@ -74,6 +77,10 @@ pub struct EndpointRejected {
 pub struct EndpointTable {
     defaults: EndpointDefaults,
     endpoints: RwLock<HashMap<String, Arc<Endpoint>>>,
+    subscriptions: RwLock<SubscriptionIndex>,
+    /// Per partition of the endpoints topic, the offset after the last record applied.
+    read_to: Mutex<BTreeMap<i32, i64>>,
+    read_more: Notify,
 }
 
 impl EndpointTable {
@@ -82,6 +89,58 @@ impl EndpointTable {
         EndpointTable {
             defaults,
             endpoints: RwLock::new(HashMap::new()),
+            subscriptions: RwLock::new(SubscriptionIndex::default()),
+            read_to: Mutex::new(BTreeMap::new()),
+            read_more: Notify::new(),
+        }
+    }
+
+    /// The ids of the endpoints of `tenant` subscribed to `event_type` and `channels`, each
+    /// once, sorted.
+    pub fn subscribers(
+        &self,
+        tenant: &str,
+        event_type: &str,
+        channels: &[String],
+    ) -> Vec<Arc<str>> {
+        self.subscriptions
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .matches(tenant, event_type, channels)
+    }
+
+    /// Notes that the endpoints topic's `partition` was applied up to `offset` (exclusive).
+    pub fn read_to(&self, partition: i32, offset: i64) {
+        let mut read_to = self
+            .read_to
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let at = read_to.entry(partition).or_insert(0);
+        *at = (*at).max(offset);
+        drop(read_to);
+        self.read_more.notify_waiters();
+    }
+
+    /// Waits until every partition of the endpoints topic is applied up to its offset in
+    /// `ends` (a partition at 0 holds nothing), or `timeout`; whether it got there.
+    pub async fn wait_read_to(&self, ends: &BTreeMap<i32, i64>, timeout: Duration) -> bool {
+        let reached = || {
+            let read_to = self
+                .read_to
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            ends.iter()
+                .all(|(p, end)| *end <= 0 || read_to.get(p).is_some_and(|at| at >= end))
+        };
+        let give_up = tokio::time::Instant::now() + timeout;
+        loop {
+            let more = self.read_more.notified();
+            if reached() {
+                return true;
+            }
+            if tokio::time::timeout_at(give_up, more).await.is_err() {
+                return reached();
+            }
         }
     }
 
@@ -187,7 +246,17 @@ impl EndpointTable {
             limiter,
             queue,
         };
+        let subscription = endpoint.config.subscription();
         endpoints.insert(id.to_owned(), Arc::new(endpoint));
+        drop(endpoints);
+        let mut subscriptions = self
+            .subscriptions
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        match subscription {
+            Some(subscription) => subscriptions.upsert(id, &subscription),
+            None => subscriptions.remove(id),
+        }
         Ok(())
     }
 
@@ -198,6 +267,11 @@ impl EndpointTable {
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         endpoints.remove(id);
+        drop(endpoints);
+        self.subscriptions
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .remove(id);
     }
 }
 

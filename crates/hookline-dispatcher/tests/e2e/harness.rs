@@ -65,7 +65,62 @@ impl Harness {
         config.admin.listen = "127.0.0.1:0".to_owned();
         config.shutdown_grace_ms = 5_000;
         config.http.timeout_ms = 2_000;
+        // Only the fan-out tests run the fan-out stage (see `fanout_config`).
+        config.fanout.enabled = false;
         config
+    }
+
+    /// [`config`](Self::config) with the fan-out stage running, as `hookline dispatch` has it
+    /// by default.
+    pub(crate) fn fanout_config(&self) -> DispatcherConfig {
+        let mut config = self.config();
+        config.fanout.enabled = true;
+        config
+    }
+
+    /// Writes many endpoints at once, each signing with [`SECRET`].
+    pub(crate) async fn put_endpoints(&self, endpoints: Vec<(String, serde_json::Value)>) {
+        let values: Vec<(String, String)> = endpoints
+            .into_iter()
+            .map(|(id, mut config)| {
+                config["secrets"] = serde_json::json!([SECRET]);
+                (id, config.to_string())
+            })
+            .collect();
+        let sends = values.iter().map(|(id, value)| {
+            self.producer.send(
+                FutureRecord::to(&self.topics.endpoints)
+                    .key(id.as_str())
+                    .payload(value.as_str()),
+                DEADLINE,
+            )
+        });
+        for sent in futures::future::join_all(sends).await {
+            sent.expect("endpoint written");
+        }
+    }
+
+    /// Removes an endpoint (a tombstone in the endpoints topic).
+    pub(crate) async fn remove_endpoint(&self, id: &str) {
+        self.producer
+            .send(
+                FutureRecord::<str, [u8]>::to(&self.topics.endpoints).key(id),
+                DEADLINE,
+            )
+            .await
+            .expect("tombstone written");
+    }
+
+    /// Publishes a tenant event (JSON) to the fan-out topic, keyed by its tenant.
+    pub(crate) async fn publish_tenant_event(&self, event: &WebhookEvent) {
+        let value = event.to_json();
+        let record = FutureRecord::to(&self.topics.fanout)
+            .key(event.tenant_id.as_deref().unwrap_or_default())
+            .payload(&value);
+        self.producer
+            .send(record, DEADLINE)
+            .await
+            .expect("tenant event written");
     }
 
     pub(crate) async fn start(&mut self, config: DispatcherConfig) {

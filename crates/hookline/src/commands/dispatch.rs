@@ -1,4 +1,5 @@
-//! `hookline dispatch`: run a dispatcher until SIGTERM or SIGINT, then drain and exit 0.
+//! `hookline dispatch`: run a dispatcher (with the fan-out stage, unless disabled) until
+//! SIGTERM or SIGINT, then drain and exit 0; `hookline fanout`: the fan-out stage alone.
 
 use std::path::PathBuf;
 
@@ -31,10 +32,23 @@ pub struct DispatchArgs {
     /// Allow delivering to private (RFC 1918) addresses.
     #[arg(long)]
     allow_private: bool,
+    /// Do not run the fan-out stage here (`fanout.enabled = false`): run `hookline fanout`
+    /// apart instead.
+    #[arg(long)]
+    no_fanout: bool,
 }
 
-/// Runs the dispatcher until a signal asks it to stop.
-pub async fn run(args: DispatchArgs, context: &Context) -> anyhow::Result<()> {
+/// What a process runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Deliveries, and the fan-out unless disabled.
+    Dispatch,
+    /// The fan-out stage alone.
+    Fanout,
+}
+
+/// Runs the dispatcher (or the fan-out alone) until a signal asks it to stop.
+pub async fn run(args: DispatchArgs, context: &Context, role: Role) -> anyhow::Result<()> {
     let mut config = DispatcherConfig::load(args.config.as_deref())
         .context("loading the dispatcher configuration")?;
     // Global options that were set (they differ from the defaults) win over the file.
@@ -65,14 +79,22 @@ pub async fn run(args: DispatchArgs, context: &Context) -> anyhow::Result<()> {
     }
     config.outbound.allow_loopback |= args.allow_loopback;
     config.outbound.allow_private |= args.allow_private;
+    if args.no_fanout {
+        config.fanout.enabled = false;
+    }
     let settings = config
         .into_settings()
         .context("invalid dispatcher configuration")?;
 
     let shutdown = CancellationToken::new();
-    let running = hookline_dispatcher::start(settings, shutdown.clone())
-        .await
-        .context("starting the dispatcher")?;
+    let running = match role {
+        Role::Dispatch => hookline_dispatcher::start(settings, shutdown.clone())
+            .await
+            .context("starting the dispatcher")?,
+        Role::Fanout => hookline_dispatcher::start_fanout(settings, shutdown.clone())
+            .await
+            .context("starting the fan-out stage")?,
+    };
     if let Some(addr) = running.admin_addr() {
         tracing::info!(%addr, "admin port: /healthz /readyz /metrics");
     }

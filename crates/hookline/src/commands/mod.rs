@@ -34,8 +34,12 @@ enum Command {
     Topics(topics::TopicsArgs),
     /// Manage the endpoint table.
     Endpoints(endpoints::EndpointsArgs),
-    /// Run a dispatcher (one replica of the consumer group) until SIGTERM or SIGINT.
+    /// Run a dispatcher (one replica of the consumer group), with the fan-out stage unless
+    /// `--no-fanout`, until SIGTERM or SIGINT.
     Dispatch(dispatch::DispatchArgs),
+    /// Run the fan-out stage alone: tenant events become one delivery per subscribed
+    /// endpoint (same config as `dispatch`).
+    Fanout(dispatch::DispatchArgs),
     /// Inspect, redrive, resolve and archive the dead-letter topic.
     Dlq(dlq::DlqArgs),
     /// Show deliveries, retries and the DLQ on the local stack with a scripted receiver.
@@ -50,7 +54,10 @@ impl Cli {
             Command::Publish(args) => publish::run(args, &context).await,
             Command::Topics(args) => topics::run(args, &context).await,
             Command::Endpoints(args) => endpoints::run(args, &context).await,
-            Command::Dispatch(args) => dispatch::run(args, &context).await,
+            Command::Dispatch(args) => {
+                dispatch::run(args, &context, dispatch::Role::Dispatch).await
+            }
+            Command::Fanout(args) => dispatch::run(args, &context, dispatch::Role::Fanout).await,
             Command::Dlq(args) => dlq::run(args, &context).await,
             Command::Demo(args) => demo::run(args, &context).await,
         }
