@@ -3,3 +3,4 @@
 mod cli;
 mod dispatch;
 mod dlq_cli;
+mod fanout;
