@@ -141,6 +141,7 @@ fn envelope(endpoint: &str, reason: ErrorReason, ago_ms: i64) -> DlqEnvelope {
         dispatcher_id: "cli-test".into(),
         original_payload_truncated: false,
         original_payload_size: None,
+        tenant_id: None,
     }
 }
 
