@@ -1,5 +1,6 @@
 //! End-to-end tests of the `hookline` binary against the real local stack (`deploy/local/stack
-//! up`): provisioning, publishing from stdin with a bad line, and the endpoint table.
+//! up`): provisioning, publishing from stdin with a bad line, the endpoint table, and
+//! endpoints of a tenant.
 
 use std::process::{Output, Stdio};
 use std::time::Duration;
@@ -275,4 +276,138 @@ async fn endpoints_put_list_rm_never_print_the_secret() {
         stderr.starts_with("error: ") && stderr.contains("url") && !stderr.contains(SECRET),
         "{stderr}"
     );
+}
+
+#[tokio::test]
+async fn endpoints_put_with_a_tenant_and_list_only_that_tenants() {
+    let endpoints = unique_name("cli-tenants");
+    let table = ["--endpoints-topic", endpoints.as_str()];
+    let run = |args: Vec<&str>| {
+        let all: Vec<String> = table.iter().chain(&args).map(|a| a.to_string()).collect();
+        async move {
+            let all: Vec<&str> = all.iter().map(String::as_str).collect();
+            hookline(&all, "").await
+        }
+    };
+    let create = run(vec!["topics", "create", "--partitions", "1"]).await;
+    assert!(create.status.success(), "{}", text(&create.stderr));
+
+    let put = |id: &'static str, extra: &'static [&'static str]| {
+        let mut args = vec!["endpoints", "put", id, "--url", "https://a.example/hook"];
+        args.extend(["--secret", SECRET]);
+        args.extend(extra);
+        run(args)
+    };
+    for (id, extra) in [
+        (
+            "ep_a",
+            &[
+                "--tenant",
+                "acme",
+                "--types",
+                "invoice.*,customer.created",
+                "--channels",
+                "eu,beta",
+                "--description",
+                "billing sync",
+            ][..],
+        ),
+        ("ep_b", &["--tenant", "acme"][..]),
+        (
+            "ep_c",
+            &["--tenant", "globex", "--types", "invoice.paid"][..],
+        ),
+        ("ep_d", &[][..]),
+    ] {
+        let output = put(id, extra).await;
+        assert!(output.status.success(), "{id}: {}", text(&output.stderr));
+    }
+    let stdout = text(&put("ep_e", &["--tenant", "acme"]).await.stdout);
+    assert!(stdout.contains("tenant acme, types *"), "{stdout}");
+
+    // A bad pattern is refused naming the flag, and nothing is written.
+    let bad = put(
+        "ep_bad",
+        &["--tenant", "acme", "--types", "invoice.*,inv*ce"],
+    )
+    .await;
+    assert!(!bad.status.success());
+    let stderr = text(&bad.stderr);
+    assert!(
+        stderr.starts_with("error: --types: item 2 `inv*ce`: "),
+        "{stderr}"
+    );
+    let no_tenant = put("ep_bad", &["--channels", "eu"]).await;
+    assert!(
+        text(&no_tenant.stderr).contains("--channels: needs --tenant"),
+        "{}",
+        text(&no_tenant.stderr)
+    );
+
+    let json = run(vec![
+        "endpoints",
+        "list",
+        "--tenant",
+        "acme",
+        "--output",
+        "json",
+    ])
+    .await;
+    assert!(json.status.success(), "{}", text(&json.stderr));
+    let parsed: serde_json::Value = serde_json::from_slice(&json.stdout).expect("JSON output");
+    let ids: Vec<&str> = parsed
+        .as_array()
+        .expect("an array")
+        .iter()
+        .map(|e| e["id"].as_str().expect("an id"))
+        .collect();
+    assert_eq!(ids, ["ep_a", "ep_b", "ep_e"], "only acme's, never ep_bad");
+    assert_eq!(parsed[0]["tenant"], "acme");
+    assert_eq!(
+        parsed[0]["event_types"],
+        serde_json::json!(["invoice.*", "customer.created"])
+    );
+    assert_eq!(parsed[0]["channels"], serde_json::json!(["eu", "beta"]));
+    assert_eq!(parsed[0]["description"], "billing sync");
+
+    let list = run(vec!["endpoints", "list", "--tenant", "acme"]).await;
+    assert!(list.status.success(), "{}", text(&list.stderr));
+    let stdout = text(&list.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 4, "a header and acme's three: {stdout}");
+    let column = |name: &str| lines[0].find(name).expect(name);
+    assert!(lines[0].starts_with("ID"), "{stdout}");
+    let ep_a = lines.iter().find(|l| l.starts_with("ep_a")).expect("ep_a");
+    assert_eq!(ep_a.find("acme"), Some(column("TENANT")), "{stdout}");
+    assert_eq!(
+        ep_a.find("invoice.*,customer.created"),
+        Some(column("TYPES")),
+        "{stdout}"
+    );
+    assert_eq!(ep_a.find("eu,beta"), Some(column("CHANNELS")), "{stdout}");
+    let ep_b = lines.iter().find(|l| l.starts_with("ep_b")).expect("ep_b");
+    assert_eq!(
+        ep_b.find("* "),
+        Some(column("TYPES")),
+        "every type: {stdout}"
+    );
+    assert!(
+        !stdout.contains("ep_c") && !stdout.contains("ep_d") && !stdout.contains("globex"),
+        "{stdout}"
+    );
+
+    let everything = run(vec!["endpoints", "list"]).await;
+    let stdout = text(&everything.stdout);
+    assert_eq!(stdout.lines().count(), 6, "{stdout}");
+    assert!(stdout.contains("globex"), "{stdout}");
+    let nobody = run(vec![
+        "endpoints",
+        "list",
+        "--tenant",
+        "nobody",
+        "--output",
+        "json",
+    ])
+    .await;
+    assert_eq!(text(&nobody.stdout).trim(), "[]");
 }
