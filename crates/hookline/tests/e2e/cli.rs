@@ -1,6 +1,6 @@
 //! End-to-end tests of the `hookline` binary against the real local stack (`deploy/local/stack
-//! up`): provisioning, publishing from stdin with a bad line, the endpoint table, and
-//! endpoints of a tenant.
+//! up`): provisioning, publishing from stdin with a bad line, the endpoint table, endpoints of
+//! a tenant, and tenant events published to the fan-out topic.
 
 use std::process::{Output, Stdio};
 use std::time::Duration;
@@ -410,4 +410,131 @@ async fn endpoints_put_with_a_tenant_and_list_only_that_tenants() {
     ])
     .await;
     assert_eq!(text(&nobody.stdout).trim(), "[]");
+}
+
+#[tokio::test]
+async fn publish_a_tenant_event_to_the_fanout_topic() {
+    let events = unique_name("cli-fanout");
+    let fanout = format!("{events}.fanout");
+    let topics = ["--events-topic", events.as_str()];
+    let create = [&topics[..], &["topics", "create", "--partitions", "1"]].concat();
+    let created = hookline(&create, "").await;
+    assert!(created.status.success(), "{}", text(&created.stderr));
+    assert!(
+        text(&created.stdout).contains(&format!("created {fanout}\n")),
+        "{}",
+        text(&created.stdout)
+    );
+
+    let both = [
+        &topics[..],
+        &[
+            "publish",
+            "--endpoint",
+            "ep_1",
+            "--tenant",
+            "acme",
+            "--type",
+            "invoice.paid",
+            "--data",
+            "{}",
+        ],
+    ]
+    .concat();
+    let refused = hookline(&both, "").await;
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused.stderr).contains("give --endpoint")
+            && text(&refused.stderr).contains("or --tenant")
+            && text(&refused.stderr).contains("not both"),
+        "{}",
+        text(&refused.stderr)
+    );
+
+    // Avro, through the registry, with channels.
+    let avro = [
+        &topics[..],
+        &[
+            "publish",
+            "--tenant",
+            "acme",
+            "--type",
+            "invoice.paid",
+            "--data",
+            r#"{"invoice":42}"#,
+            "--channels",
+            "eu,beta",
+            "--event-id",
+            "evt-tenant-avro",
+        ],
+    ]
+    .concat();
+    let output = hookline(&avro, "").await;
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    assert!(
+        stdout.starts_with("published evt-tenant-avro partition=0 offset=0 ")
+            && stdout.contains(&format!("topic={fanout} tenant=acme")),
+        "{stdout}"
+    );
+
+    // JSON, and a full event with tenant_id on stdin.
+    let json = [
+        &topics[..],
+        &[
+            "publish",
+            "--tenant",
+            "acme",
+            "--type",
+            "customer.created",
+            "--data",
+            r#"{"customer":7}"#,
+            "--encoding",
+            "json",
+            "--event-id",
+            "evt-tenant-json",
+        ],
+    ]
+    .concat();
+    let output = hookline(&json, "").await;
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let line = r#"{"event_id":"evt-tenant-line","event_type":"invoice.paid","tenant_id":"globex","channels":["us"],"payload":{"n":1}}"#;
+    let stdin = [&topics[..], &["publish", "--stdin", "--encoding", "json"]].concat();
+    let output = hookline(&stdin, line).await;
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stderr).contains(&format!("published 1 of 1 events to {fanout}")),
+        "{}",
+        text(&output.stderr)
+    );
+
+    let registry = Registry::new(&registry_settings()).expect("registry");
+    let records = read(&fanout, 3).await;
+    assert_eq!(records.len(), 3);
+    let avro_event = {
+        let value = registry
+            .decode(records[0].payload().expect("value"))
+            .await
+            .expect("Avro through the registry");
+        WebhookEvent::from_avro_value(value).expect("an event")
+    };
+    let json_event =
+        WebhookEvent::from_json(records[1].payload().expect("value")).expect("a JSON event");
+    let line_event =
+        WebhookEvent::from_json(records[2].payload().expect("value")).expect("a JSON event");
+    for (record, event, id, tenant) in [
+        (&records[0], &avro_event, "evt-tenant-avro", "acme"),
+        (&records[1], &json_event, "evt-tenant-json", "acme"),
+        (&records[2], &line_event, "evt-tenant-line", "globex"),
+    ] {
+        assert_eq!(record.key(), Some(tenant.as_bytes()), "keyed by the tenant");
+        assert_eq!(event.event_id, id);
+        assert_eq!(event.tenant_id.as_deref(), Some(tenant));
+        assert_eq!(event.endpoint_id, None, "a tenant event names no endpoint");
+    }
+    assert_eq!(avro_event.event_type, "invoice.paid");
+    assert_eq!(avro_event.channels, ["eu", "beta"]);
+    assert_eq!(avro_event.payload, br#"{"invoice":42}"#);
+    assert!(json_event.channels.is_empty());
+    assert_eq!(line_event.channels, ["us"]);
 }
