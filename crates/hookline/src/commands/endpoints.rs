@@ -22,7 +22,7 @@ pub struct EndpointsArgs {
 #[derive(Debug, Subcommand)]
 enum EndpointsCommand {
     /// Create or replace an endpoint.
-    Put(PutArgs),
+    Put(Box<PutArgs>),
     /// List the endpoints; secrets are shown as a hint (`whsec_…abcd`), never in full.
     List(ListArgs),
     /// Remove an endpoint (writes a tombstone).
