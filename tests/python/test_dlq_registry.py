@@ -250,11 +250,12 @@ def test_confluent_kafka_reads_the_dlq_through_the_registry(tmp_path, receiver):
         latest = registry.get_latest_version(f"{h.dlq}-value")
         assert frames == {latest.schema_id}, "framed with the id hookline registered"
         assert '"trace_id"' in latest.schema.schema_str, "the v2 field"
-        assert '"original_payload_truncated"' in latest.schema.schema_str, "the v3 envelope"
+        assert '"original_payload_truncated"' in latest.schema.schema_str, "the v3 field"
+        assert '"tenant_id"' in latest.schema.schema_str, "the v4 envelope"
 
         for event_id, envelope in envelopes.items():
             partition, offset = published[event_id]
-            assert envelope["envelope_version"] == 3
+            assert envelope["envelope_version"] == 4
             assert envelope["original_topic"] == h.events
             assert type(envelope["original_partition"]) is int
             assert type(envelope["original_offset"]) is int
@@ -262,6 +263,7 @@ def test_confluent_kafka_reads_the_dlq_through_the_registry(tmp_path, receiver):
             assert envelope["original_payload_bytes"] == originals[(partition, offset)]
             assert envelope["original_payload_truncated"] is False, "small events are kept whole"
             assert envelope["original_payload_size"] is None
+            assert envelope["tenant_id"] is None, "direct deliveries have no tenant"
             assert isinstance(envelope["error_timestamp"], datetime.datetime)
             assert isinstance(envelope["error_message"], str) and envelope["error_message"]
             assert envelope["dispatcher_id"]

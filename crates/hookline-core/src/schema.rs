@@ -27,12 +27,17 @@ pub const DLQ_ENVELOPE_V2: &str = include_str!("../../../schemas/dlq_envelope.v2
 
 /// Avro schema of a dead-letter envelope, version 3: version 2 plus
 /// `original_payload_truncated` (default false) and `original_payload_size` (optional,
-/// default null), so it reads version 1 and 2 records.
+/// default null), so it reads version 1 and 2 records. Kept to read and test records
+/// written before version 4.
 pub const DLQ_ENVELOPE_V3: &str = include_str!("../../../schemas/dlq_envelope.v3.avsc");
+
+/// Avro schema of a dead-letter envelope, version 4: version 3 plus `tenant_id` (optional,
+/// default null), so it reads version 1, 2 and 3 records.
+pub const DLQ_ENVELOPE_V4: &str = include_str!("../../../schemas/dlq_envelope.v4.avsc");
 
 /// The dead-letter envelope schema hookline writes and registers; its version is
 /// [`ENVELOPE_VERSION`](crate::envelope::ENVELOPE_VERSION).
-pub const DLQ_ENVELOPE_CURRENT: &str = DLQ_ENVELOPE_V3;
+pub const DLQ_ENVELOPE_CURRENT: &str = DLQ_ENVELOPE_V4;
 
 static WEBHOOK_EVENT: LazyLock<Schema> = LazyLock::new(|| {
     Schema::parse_str(WEBHOOK_EVENT_CURRENT).expect("the current event schema is valid")
@@ -89,11 +94,13 @@ mod tests {
     #[test]
     fn schemas_parse_with_expected_names() {
         let (v1, v2) = (parse(DLQ_ENVELOPE_V1), parse(DLQ_ENVELOPE_V2));
+        let v3 = parse(DLQ_ENVELOPE_V3);
         for (schema, name) in [
             (webhook_event_schema(), "dev.hookline.WebhookEvent"),
             (dlq_envelope_schema(), "dev.hookline.DlqEnvelope"),
             (&v1, "dev.hookline.DlqEnvelope"),
             (&v2, "dev.hookline.DlqEnvelope"),
+            (&v3, "dev.hookline.DlqEnvelope"),
         ] {
             assert_eq!(record(schema).name.fullname(None), name);
         }
@@ -101,7 +108,12 @@ mod tests {
 
     #[test]
     fn every_dlq_field_is_documented() {
-        for text in [DLQ_ENVELOPE_V1, DLQ_ENVELOPE_V2, DLQ_ENVELOPE_V3] {
+        for text in [
+            DLQ_ENVELOPE_V1,
+            DLQ_ENVELOPE_V2,
+            DLQ_ENVELOPE_V3,
+            DLQ_ENVELOPE_V4,
+        ] {
             for field in &record(&parse(text)).fields {
                 assert!(field.doc.is_some(), "field {} has no doc", field.name);
             }
@@ -109,9 +121,9 @@ mod tests {
     }
 
     #[test]
-    fn the_current_dlq_schema_is_version_3() {
-        assert_eq!(DLQ_ENVELOPE_CURRENT, DLQ_ENVELOPE_V3);
-        assert_eq!(ENVELOPE_VERSION, 3);
+    fn the_current_dlq_schema_is_version_4() {
+        assert_eq!(DLQ_ENVELOPE_CURRENT, DLQ_ENVELOPE_V4);
+        assert_eq!(ENVELOPE_VERSION, 4);
     }
 
     /// `new` is `old` plus the fields `added`, each with a default: each reads the other's
@@ -177,5 +189,27 @@ mod tests {
                 Some(serde_json::Value::Null)
             ]
         );
+    }
+
+    /// v4 reads v1, v2 and v3 records (BACKWARD_TRANSITIVE), and they read v4's; the tenant
+    /// defaults to null.
+    #[test]
+    fn dlq_v4_extends_v3_v2_and_v1_with_defaulted_fields_only() {
+        let v3_added = ["original_payload_truncated", "original_payload_size"];
+        assert_extends_with_defaulted_fields(DLQ_ENVELOPE_V3, DLQ_ENVELOPE_V4, &["tenant_id"]);
+        assert_extends_with_defaulted_fields(
+            DLQ_ENVELOPE_V2,
+            DLQ_ENVELOPE_V4,
+            &[v3_added[0], v3_added[1], "tenant_id"],
+        );
+        assert_extends_with_defaulted_fields(
+            DLQ_ENVELOPE_V1,
+            DLQ_ENVELOPE_V4,
+            &["trace_id", v3_added[0], v3_added[1], "tenant_id"],
+        );
+        let v4 = parse(DLQ_ENVELOPE_V4);
+        let tenant = record(&v4).fields.last().expect("a field");
+        assert_eq!(tenant.name, "tenant_id");
+        assert_eq!(tenant.default, Some(serde_json::Value::Null));
     }
 }

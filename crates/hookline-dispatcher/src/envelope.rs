@@ -102,6 +102,7 @@ pub fn build_envelope(
         dispatcher_id: dispatcher_id.to_owned(),
         original_payload_truncated: false,
         original_payload_size: None,
+        tenant_id: event.and_then(|e| e.tenant_id.clone()),
     }
 }
 
@@ -165,5 +166,33 @@ mod tests {
         let url = envelope.endpoint_url.expect("the target URL");
         assert!(url.starts_with("https://example.com/hook"), "{url}");
         assert!(!url.contains("secret") && !url.contains("pw"), "{url}");
+        assert_eq!(envelope.tenant_id, None, "no event, no tenant");
+    }
+
+    #[test]
+    fn keeps_the_tenant_of_a_fanned_out_delivery() {
+        let event = WebhookEvent {
+            event_id: "evt-1".to_owned(),
+            event_type: "invoice.paid".to_owned(),
+            endpoint_id: Some("ep-1".to_owned()),
+            tenant_id: Some("acme".to_owned()),
+            channels: vec!["eu".to_owned()],
+            endpoint_url: None,
+            payload: b"{}".to_vec(),
+            content_type: "application/json".to_owned(),
+            headers: std::collections::BTreeMap::new(),
+            created_at_ms: 1,
+        };
+        let failure = Failure::new(ErrorReason::NonRetryableStatus, "HTTP 400");
+        let envelope = build_envelope(&record(), &meta(), Some(&event), &failure, 9_000, "d-1");
+        assert_eq!(envelope.tenant_id.as_deref(), Some("acme"));
+        assert_eq!(envelope.endpoint_id.as_deref(), Some("ep-1"));
+        assert_eq!(envelope.event_id, "evt-1");
+        let direct = WebhookEvent {
+            tenant_id: None,
+            ..event
+        };
+        let envelope = build_envelope(&record(), &meta(), Some(&direct), &failure, 9_000, "d-1");
+        assert_eq!(envelope.tenant_id, None);
     }
 }

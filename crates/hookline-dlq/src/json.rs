@@ -1,7 +1,7 @@
 //! The JSON form of a DLQ record (`inspect --output json`, `archive --format jsonl`): every
 //! envelope field, the original payload as text when it is UTF-8 JSON and base64 otherwise,
 //! keys and headers as text when UTF-8. Lossless: [`from_json`] reads it back, also lines
-//! written before envelope v3 (whose payload was never cut).
+//! written before envelope v3 (whose payload was never cut) and v4 (without a tenant).
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -59,6 +59,7 @@ pub fn to_json(selected: &Selected) -> Value {
     o.insert("event_id".into(), json!(e.event_id));
     o.insert("event_type".into(), json!(e.event_type));
     o.insert("endpoint_id".into(), json!(e.endpoint_id));
+    o.insert("tenant_id".into(), json!(e.tenant_id));
     o.insert("endpoint_url".into(), json!(e.endpoint_url));
     o.insert("error_reason".into(), json!(e.error_reason.code()));
     o.insert("error_message".into(), json!(e.error_message));
@@ -170,6 +171,7 @@ pub fn from_json(value: Value) -> Result<Selected, String> {
             .map(u64::try_from)
             .transpose()
             .map_err(|_| "field `original_payload_size` is out of range")?,
+        tenant_id: f.opt_string("tenant_id")?,
     };
     Ok(Selected {
         record: DlqRecord {
@@ -335,6 +337,34 @@ mod tests {
             "a cut JSON payload is no longer JSON"
         );
         assert_eq!(from_json(view).expect("reads back"), selected);
+    }
+
+    #[test]
+    fn the_tenant_is_shown_and_read_back() {
+        let mut selected = Selected {
+            record: record(0, 3, "ep-a", ErrorReason::RetriesExhausted, 5),
+            history: History::default(),
+        };
+        let view = to_json(&selected);
+        assert!(view["tenant_id"].is_null(), "a direct delivery: {view}");
+        assert_eq!(from_json(view).expect("reads back"), selected);
+
+        selected.record.envelope.tenant_id = Some("acme".into());
+        let view = to_json(&selected);
+        assert_eq!(view["tenant_id"], "acme");
+        assert_eq!(from_json(view.clone()).expect("reads back"), selected);
+
+        // A line archived before envelope v4 has no tenant.
+        let mut old = view;
+        old.as_object_mut().expect("an object").remove("tenant_id");
+        let read = from_json(old).expect("reads back");
+        assert_eq!(read.record.envelope.tenant_id, None);
+        let mut bad = to_json(&selected);
+        bad["tenant_id"] = json!(7);
+        assert_eq!(
+            from_json(bad).expect_err("bad"),
+            "field `tenant_id` must be a string"
+        );
     }
 
     /// A line archived before envelope v3 has neither field: not truncated.

@@ -162,6 +162,7 @@ pub(crate) mod fixtures {
             dispatcher_id: "d-1".into(),
             original_payload_truncated: false,
             original_payload_size: None,
+            tenant_id: None,
         }
     }
 

@@ -1,5 +1,5 @@
 //! How records look to people: table rows with fixed-width columns (so `--follow` can
-//! print as records arrive), and a summary by reason and endpoint. A record whose payload
+//! print as records arrive), and a summary by reason, endpoint and tenant. A record whose payload
 //! was cut to fit the DLQ is marked in both. Pure: no I/O.
 
 use std::collections::BTreeMap;
@@ -12,11 +12,12 @@ use crate::json::{to_json, undecodable_json};
 use crate::record::Undecodable;
 use crate::select::{Selected, SelectedItem};
 
-const COLUMNS: [(&str, usize); 8] = [
+const COLUMNS: [(&str, usize); 9] = [
     ("PLACE", 9),
     ("PARKED AT (UTC)", 19),
     ("REASON", 20),
     ("ENDPOINT", 16),
+    ("TENANT", 12),
     ("EVENT TYPE", 18),
     ("EVENT ID", 40),
     ("ATT", 3),
@@ -72,6 +73,7 @@ pub fn table_row(selected: &Selected) -> String {
         short_time(e.error_timestamp_ms),
         e.error_reason.code().to_owned(),
         e.endpoint_id.clone().unwrap_or_else(|| "-".into()),
+        e.tenant_id.clone().unwrap_or_else(|| "-".into()),
         e.event_type.clone().unwrap_or_else(|| "-".into()),
         e.event_id.clone(),
         attempts,
@@ -127,7 +129,7 @@ pub fn item_text(item: &SelectedItem, table: bool) -> String {
     }
 }
 
-/// Counts by reason, endpoint and status, and the oldest and newest parked times.
+/// Counts by reason, endpoint, tenant and status, and the oldest and newest parked times.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Summary {
     /// Records counted.
@@ -136,6 +138,8 @@ pub struct Summary {
     pub by_reason: BTreeMap<String, u64>,
     /// By endpoint id (`-` for none).
     pub by_endpoint: BTreeMap<String, u64>,
+    /// By tenant id, of the records that have one (direct deliveries are not counted).
+    pub by_tenant: BTreeMap<String, u64>,
     /// By status.
     pub by_status: BTreeMap<String, u64>,
     /// The oldest `error_timestamp`, epoch milliseconds.
@@ -161,6 +165,9 @@ impl Summary {
             .or_default() += 1;
         let endpoint = e.endpoint_id.clone().unwrap_or_else(|| "-".into());
         *self.by_endpoint.entry(endpoint).or_default() += 1;
+        if let Some(tenant) = &e.tenant_id {
+            *self.by_tenant.entry(tenant.clone()).or_default() += 1;
+        }
         *self
             .by_status
             .entry(selected.status().as_str().into())
@@ -191,6 +198,7 @@ impl Summary {
         for (title, counts) in [
             ("by reason", &self.by_reason),
             ("by endpoint", &self.by_endpoint),
+            ("by tenant", &self.by_tenant),
             ("by status", &self.by_status),
         ] {
             if counts.is_empty() {
@@ -221,6 +229,7 @@ impl Summary {
             "total": self.total,
             "by_reason": self.by_reason,
             "by_endpoint": self.by_endpoint,
+            "by_tenant": self.by_tenant,
             "by_status": self.by_status,
             "oldest": self.oldest_ms.map(format_ms),
             "newest": self.newest_ms.map(format_ms),
@@ -286,6 +295,36 @@ mod tests {
         assert_eq!(summary.to_json()["by_endpoint"]["b"], 1);
         assert_eq!(summary.to_json()["truncated"], 0);
         assert!(!text.contains("truncated"), "{text}");
+        assert!(
+            !text.contains("by tenant"),
+            "no tenants, no section: {text}"
+        );
+        assert_eq!(summary.to_json()["by_tenant"], json!({}));
+    }
+
+    #[test]
+    fn the_tenant_has_a_column_and_a_summary_section() {
+        let mut s = selected("ep-a", ErrorReason::RetriesExhausted, 1_714_564_800_000);
+        s.record.envelope.tenant_id = Some("acme".into());
+        let row = table_row(&s);
+        let header = table_header();
+        assert_eq!(row.find("acme"), header.find("TENANT"), "{header}\n{row}");
+        assert_eq!(row.find("invoice.paid"), header.find("EVENT TYPE"));
+        let direct = table_row(&selected("ep-b", ErrorReason::BlockedUrl, 0));
+        assert_eq!(direct.find("-  "), header.find("TENANT"), "{direct}");
+
+        let mut summary = Summary::default();
+        summary.add(&s);
+        summary.add(&s);
+        summary.add(&selected("ep-b", ErrorReason::BlockedUrl, 0));
+        assert_eq!(summary.by_tenant.len(), 1);
+        assert_eq!(summary.by_tenant["acme"], 2);
+        assert!(
+            summary.to_text().contains("by tenant:\n         2  acme\n"),
+            "{}",
+            summary.to_text()
+        );
+        assert_eq!(summary.to_json()["by_tenant"]["acme"], 2);
     }
 
     fn cut(mut s: Selected) -> Selected {

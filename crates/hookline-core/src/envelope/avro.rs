@@ -1,6 +1,6 @@
 //! The Avro encoding of [`DlqEnvelope`]: written with the current schema
-//! (`schemas/dlq_envelope.v3.avsc`), bare or Confluent-framed with a known schema id, and
-//! read from values of version 1, 2 or 3.
+//! (`schemas/dlq_envelope.v4.avsc`), bare or Confluent-framed with a known schema id, and
+//! read from values of version 1, 2, 3 or 4.
 
 use apache_avro::Schema;
 use apache_avro::types::Value;
@@ -109,13 +109,15 @@ impl DlqEnvelope {
                         .map(|size| Value::Long(i64::try_from(size).unwrap_or(i64::MAX))),
                 ),
             ),
+            ("tenant_id".into(), string(&self.tenant_id)),
         ])
     }
 
-    /// Reads an envelope from an Avro record value of the v1, v2 or v3 schema; unions may be
-    /// wrapped or not, and timestamps may be `long` or `timestamp-millis`. The v2 `trace_id`
-    /// field is not read: [`DlqEnvelope::trace_id`] derives it from the original headers.
-    /// Without the v3 fields (a v1 or v2 value) the payload reads as not truncated.
+    /// Reads an envelope from an Avro record value of the v1, v2, v3 or v4 schema; unions may
+    /// be wrapped or not, and timestamps may be `long` or `timestamp-millis`. The v2
+    /// `trace_id` field is not read: [`DlqEnvelope::trace_id`] derives it from the original
+    /// headers. Without the v3 fields (a v1 or v2 value) the payload reads as not truncated;
+    /// without the v4 field (a v1 to v3 value) the tenant is `None`.
     pub fn from_avro_value(value: Value) -> Result<Self, EnvelopeError> {
         let mut f = RecordFields::new(value)?;
         let original_headers = match f.take("original_headers") {
@@ -200,6 +202,7 @@ impl DlqEnvelope {
             dispatcher_id: f.string("dispatcher_id")?,
             original_payload_truncated: f.opt_bool("original_payload_truncated")?.unwrap_or(false),
             original_payload_size,
+            tenant_id: f.opt_string("tenant_id")?,
         })
     }
 
@@ -224,8 +227,8 @@ impl DlqEnvelope {
     }
 
     /// Decodes an Avro datum written with `writer_schema` (e.g. fetched from the registry
-    /// by the framed schema id), resolving it into the current schema: a v1 or v2 datum gets
-    /// the later fields' defaults.
+    /// by the framed schema id), resolving it into the current schema: a v1, v2 or v3 datum
+    /// gets the later fields' defaults.
     pub fn from_avro_datum(datum: &[u8], writer_schema: &Schema) -> Result<Self, EnvelopeError> {
         let (value, rest) =
             decode(datum, writer_schema, dlq_envelope_schema()).map_err(EnvelopeError::Avro)?;
@@ -241,7 +244,7 @@ mod tests {
     use super::*;
     use crate::envelope::MAX_ERROR_MESSAGE_LEN;
     use crate::envelope::fixtures::{TRACE_ID, TRACEPARENT, full, minimal};
-    use crate::schema::{DLQ_ENVELOPE_V1, DLQ_ENVELOPE_V2};
+    use crate::schema::{DLQ_ENVELOPE_V1, DLQ_ENVELOPE_V2, DLQ_ENVELOPE_V3};
 
     fn round_trip(e: &DlqEnvelope) -> DlqEnvelope {
         let datum = e.to_avro_datum().expect("encode");
@@ -265,9 +268,11 @@ mod tests {
         v.clone()
     }
 
-    /// The fields version 2 added to version 1, and version 3 to version 2.
+    /// The fields version 2 added to version 1, version 3 to version 2, and version 4 to
+    /// version 3.
     const V2_FIELDS: [&str; 1] = ["trace_id"];
     const V3_FIELDS: [&str; 2] = ["original_payload_truncated", "original_payload_size"];
+    const V4_FIELDS: [&str; 1] = ["tenant_id"];
 
     /// `e` as a value of an older schema: the current value without the `later` fields.
     fn older_value(e: &DlqEnvelope, later: &[&str]) -> Value {
@@ -287,12 +292,17 @@ mod tests {
 
     /// `e` as a value of the v1 schema.
     fn v1_value(e: &DlqEnvelope) -> Value {
-        older_value(e, &[V2_FIELDS.as_slice(), V3_FIELDS.as_slice()].concat())
+        older_value(e, &[&V2_FIELDS[..], &V3_FIELDS, &V4_FIELDS].concat())
     }
 
     /// `e` as a value of the v2 schema.
     fn v2_value(e: &DlqEnvelope) -> Value {
-        older_value(e, &V3_FIELDS)
+        older_value(e, &[&V3_FIELDS[..], &V4_FIELDS].concat())
+    }
+
+    /// `e` as a value of the v3 schema.
+    fn v3_value(e: &DlqEnvelope) -> Value {
+        older_value(e, &V4_FIELDS)
     }
 
     /// A cut envelope: what `fit_within` leaves.
@@ -320,7 +330,7 @@ mod tests {
             let (value, _) =
                 decode(&datum, dlq_envelope_schema(), dlq_envelope_schema()).expect("decode");
             assert_eq!(field(&value, "trace_id"), expected);
-            assert_eq!(field(&value, "envelope_version"), Value::Int(3));
+            assert_eq!(field(&value, "envelope_version"), Value::Int(4));
         }
     }
 
@@ -374,18 +384,41 @@ mod tests {
         );
     }
 
-    /// A record written with an older schema before the upgrade, read by the current reader
-    /// through Avro schema resolution, as a consumer with the v3 schema reads the DLQ's
-    /// older records: the later fields get their defaults, the payload is not truncated.
     #[test]
-    fn v1_and_v2_datums_decode_with_the_v3_reader_and_get_the_defaults() {
+    fn v4_writes_the_tenant() {
+        for (e, expected) in [
+            (
+                full(),
+                Value::Union(1, Box::new(Value::String("acme".into()))),
+            ),
+            (minimal(), Value::Union(0, Box::new(Value::Null))),
+        ] {
+            assert!(e.to_avro_value().validate(dlq_envelope_schema()));
+            let datum = e.to_avro_datum().expect("encode");
+            let (value, _) =
+                decode(&datum, dlq_envelope_schema(), dlq_envelope_schema()).expect("decode");
+            assert_eq!(field(&value, "tenant_id"), expected);
+            assert_eq!(round_trip(&e), e);
+        }
+        assert_eq!(round_trip(&full()).tenant_id.as_deref(), Some("acme"));
+    }
+
+    /// A record written with an older schema before the upgrade, read by the current reader
+    /// through Avro schema resolution, as a consumer with the v4 schema reads the DLQ's
+    /// older records: the later fields get their defaults, the payload is not truncated and
+    /// there is no tenant.
+    #[test]
+    fn v1_v2_and_v3_datums_decode_with_the_v4_reader_and_get_the_defaults() {
         let v1 = Schema::parse_str(DLQ_ENVELOPE_V1).expect("v1 schema");
         let v2 = Schema::parse_str(DLQ_ENVELOPE_V2).expect("v2 schema");
-        let older: [(i32, &Schema, ValueOf); 2] = [(1, &v1, v1_value), (2, &v2, v2_value)];
+        let v3 = Schema::parse_str(DLQ_ENVELOPE_V3).expect("v3 schema");
+        let older: [(i32, &Schema, ValueOf); 3] =
+            [(1, &v1, v1_value), (2, &v2, v2_value), (3, &v3, v3_value)];
         for (version, schema, value_of) in older {
             for e in [full(), minimal()] {
                 let old = DlqEnvelope {
                     envelope_version: version,
+                    tenant_id: None,
                     ..e
                 };
                 let datum = encode(schema, value_of(&old)).expect("encode with the old schema");
@@ -401,6 +434,11 @@ mod tests {
                     field(&value, "original_payload_size"),
                     Value::Union(0, Box::new(Value::Null)),
                     "the v3 default"
+                );
+                assert_eq!(
+                    field(&value, "tenant_id"),
+                    Value::Union(0, Box::new(Value::Null)),
+                    "the v4 default"
                 );
                 if version == 1 {
                     assert_eq!(
@@ -426,13 +464,16 @@ mod tests {
     }
 
     #[test]
-    fn a_v3_value_fits_neither_older_schema() {
+    fn a_v4_value_fits_no_older_schema() {
         let v1 = Schema::parse_str(DLQ_ENVELOPE_V1).expect("v1 schema");
         let v2 = Schema::parse_str(DLQ_ENVELOPE_V2).expect("v2 schema");
-        assert!(!full().to_avro_value().validate(&v1));
-        assert!(!full().to_avro_value().validate(&v2));
+        let v3 = Schema::parse_str(DLQ_ENVELOPE_V3).expect("v3 schema");
+        for older in [&v1, &v2, &v3] {
+            assert!(!full().to_avro_value().validate(older));
+        }
         assert!(v1_value(&full()).validate(&v1));
         assert!(v2_value(&full()).validate(&v2));
+        assert!(v3_value(&full()).validate(&v3));
     }
 
     #[test]

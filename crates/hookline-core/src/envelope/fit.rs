@@ -68,6 +68,7 @@ impl DlqEnvelope {
             opt_len(self.trace_id().map(|id| bytes_len(id.len()))),
             1,
             opt_len(size),
+            text(&self.tenant_id),
         ]
         .into_iter()
         .fold(0, usize::saturating_add)

@@ -43,6 +43,7 @@ pub fn full() -> DlqEnvelope {
         dispatcher_id: "dispatcher-0".into(),
         original_payload_truncated: false,
         original_payload_size: None,
+        tenant_id: Some("acme".into()),
     }
 }
 
@@ -69,5 +70,6 @@ pub fn minimal() -> DlqEnvelope {
         dispatcher_id: "d".into(),
         original_payload_truncated: false,
         original_payload_size: None,
+        tenant_id: None,
     }
 }

@@ -1,5 +1,5 @@
 //! Outside input never panics the DLQ envelope decoder nor makes it allocate what a datum
-//! only claims: arbitrary bytes read with the v1, v2 and v3 writer schemas, valid datums with
+//! only claims: arbitrary bytes read with the v1 to v4 writer schemas, valid datums with
 //! bytes edited and huge lengths spliced in, and record values of any shape. A decoded
 //! envelope survives its own datum.
 
@@ -11,7 +11,7 @@ use super::fixtures::{full, minimal};
 use super::{DlqEnvelope, EnvelopeError};
 use crate::fuzz::{avro_record, byte_edits, bytes, config, edited_bytes, edited_record, zigzag};
 use crate::schema::dlq_envelope_schema;
-use crate::schema::{DLQ_ENVELOPE_V1, DLQ_ENVELOPE_V2, MAX_AVRO_ALLOCATION_BYTES};
+use crate::schema::{DLQ_ENVELOPE_V1, DLQ_ENVELOPE_V2, DLQ_ENVELOPE_V3, MAX_AVRO_ALLOCATION_BYTES};
 
 const FIELDS: &[&str] = &[
     "envelope_version",
@@ -35,6 +35,7 @@ const FIELDS: &[&str] = &[
     "trace_id",
     "original_payload_truncated",
     "original_payload_size",
+    "tenant_id",
 ];
 
 /// The writer schemas a DLQ record may have been written with.
@@ -42,6 +43,7 @@ fn writer(version: usize) -> Schema {
     match version {
         1 => Schema::parse_str(DLQ_ENVELOPE_V1).expect("v1"),
         2 => Schema::parse_str(DLQ_ENVELOPE_V2).expect("v2"),
+        3 => Schema::parse_str(DLQ_ENVELOPE_V3).expect("v3"),
         _ => dlq_envelope_schema().clone(),
     }
 }
@@ -72,7 +74,7 @@ proptest! {
     #![proptest_config(config(512))]
 
     #[test]
-    fn arbitrary_bytes(datum in bytes(), version in 1usize..=3) {
+    fn arbitrary_bytes(datum in bytes(), version in 1usize..=4) {
         check_datum(&datum, &writer(version))?;
     }
 
@@ -109,11 +111,11 @@ fn claimed_lengths_past_the_bound_are_refused_before_allocating() {
         ),
         _ => false,
     };
-    // envelope_version 3, then the event id's length.
-    assert!(refused(&[zigzag(3), zigzag(1 << 60)].concat()));
+    // envelope_version 4, then the event id's length.
+    assert!(refused(&[zigzag(4), zigzag(1 << 60)].concat()));
     // Every field before the headers (ids, no URL, topic `t`, no key, empty payload), then
     // the headers array's first block count.
-    let mut datum = [zigzag(3), zigzag(1), b"e".to_vec()].concat();
+    let mut datum = [zigzag(4), zigzag(1), b"e".to_vec()].concat();
     datum.extend([0, 0, 0]);
     datum.extend([zigzag(1), b"t".to_vec(), zigzag(0), zigzag(0)].concat());
     datum.extend([0, 0]);

@@ -1,7 +1,7 @@
 //! The dead-letter envelope: a parked delivery with its original record and the reason.
 //!
-//! Schema `schemas/dlq_envelope.v3.avsc` (written), which also reads records written with
-//! `v1` and `v2`. It keeps the original key, value and headers byte for byte, so a record
+//! Schema `schemas/dlq_envelope.v4.avsc` (written), which also reads records written with
+//! `v1`, `v2` and `v3`. It keeps the original key, value and headers byte for byte, so a record
 //! can be re-driven unchanged, and holds no endpoint configuration: no secrets, and the URL
 //! only without its query string (see [`redact_url`](crate::url_guard::redact_url)).
 //!
@@ -13,6 +13,9 @@
 //! Version 3 adds `original_payload_truncated` and `original_payload_size`: an envelope too
 //! large for the DLQ topic is cut to fit by [`DlqEnvelope::fit_within`] (the payload first)
 //! and says so, instead of being a write that can never succeed.
+//!
+//! Version 4 adds `tenant_id`, the tenant of the parked event (set on every delivery fanned
+//! out from a tenant event), so the DLQ can be inspected and re-driven by tenant.
 
 mod avro;
 mod fit;
@@ -30,7 +33,7 @@ use crate::headers::TRACEPARENT;
 
 /// The envelope layout version written by this crate: that of
 /// [`DLQ_ENVELOPE_CURRENT`](crate::schema::DLQ_ENVELOPE_CURRENT).
-pub const ENVELOPE_VERSION: i32 = 3;
+pub const ENVELOPE_VERSION: i32 = 4;
 
 /// Longest `error_message` written, in bytes; longer messages are cut at a char boundary.
 pub const MAX_ERROR_MESSAGE_LEN: usize = 2048;
@@ -38,7 +41,7 @@ pub const MAX_ERROR_MESSAGE_LEN: usize = 2048;
 /// A delivery parked in the dead-letter topic.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DlqEnvelope {
-    /// Layout version the record was parked with: [`ENVELOPE_VERSION`] when written, 1 or 2
+    /// Layout version the record was parked with: [`ENVELOPE_VERSION`] when written, 1 to 3
     /// for a record read back that was written with that version.
     pub envelope_version: i32,
     /// The event id; for a record that could not be parsed, [`derived_event_id`].
@@ -83,6 +86,10 @@ pub struct DlqEnvelope {
     pub original_payload_truncated: bool,
     /// Full size in bytes of the original payload, set when it was cut; `None` otherwise.
     pub original_payload_size: Option<u64>,
+    /// The tenant of the parked event (the event's `tenant_id`): set on deliveries fanned out
+    /// from a tenant event; `None` when the event names none, when the record could not be
+    /// parsed, and in records written with versions 1 to 3.
+    pub tenant_id: Option<String>,
 }
 
 impl DlqEnvelope {

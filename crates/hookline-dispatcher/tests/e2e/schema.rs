@@ -1,6 +1,6 @@
 //! End-to-end tests of the DLQ envelope's schema evolution against the real registry (and,
-//! for the dispatcher's start-up, the real broker): v2 registers over v1 under BACKWARD,
-//! records framed with v1's id still decode, an incompatible schema is refused, and a
+//! for the dispatcher's start-up, the real broker): v2, v3 and the current schema register
+//! over v1 under BACKWARD, records framed with v1's and v3's ids still decode, an incompatible schema is refused, and a
 //! dispatcher whose DLQ subject holds an incompatible schema fails at start-up.
 //! Every test has its own topics and subject.
 
@@ -10,7 +10,9 @@ use std::time::Duration;
 use apache_avro::types::Value;
 use hookline_core::WebhookEvent;
 use hookline_core::envelope::{DlqEnvelope, DlqHeader, ENVELOPE_VERSION, ErrorReason};
-use hookline_core::schema::{DLQ_ENVELOPE_CURRENT, DLQ_ENVELOPE_V1, DLQ_ENVELOPE_V2};
+use hookline_core::schema::{
+    DLQ_ENVELOPE_CURRENT, DLQ_ENVELOPE_V1, DLQ_ENVELOPE_V2, DLQ_ENVELOPE_V3,
+};
 use hookline_dispatcher::{DispatchError, DispatcherConfig, start};
 use hookline_kafka::{Compatibility, Registry};
 use hookline_testkit::{TestTopics, kafka_settings, read_all, registry_settings, unique_name};
@@ -22,14 +24,15 @@ const DEADLINE: Duration = Duration::from_secs(60);
 const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 
-/// v2 plus a required field without a default: a v3 reader cannot read v2 records, so the
-/// registry refuses it under BACKWARD. Written only here.
-fn incompatible_v3() -> String {
-    let mut schema: serde_json::Value = serde_json::from_str(DLQ_ENVELOPE_V2).expect("v2 is JSON");
+/// The current schema plus a required field without a default: it cannot read the current
+/// schema's records, so the registry refuses it under BACKWARD. Written only here.
+fn incompatible_next() -> String {
+    let mut schema: serde_json::Value =
+        serde_json::from_str(DLQ_ENVELOPE_CURRENT).expect("the current schema is JSON");
     schema["fields"]
         .as_array_mut()
         .expect("fields")
-        .push(serde_json::json!({"name": "tenant", "type": "string", "doc": "Required."}));
+        .push(serde_json::json!({"name": "region", "type": "string", "doc": "Required."}));
     schema.to_string()
 }
 
@@ -62,27 +65,39 @@ fn envelope(version: i32) -> DlqEnvelope {
         dispatcher_id: "d-1".into(),
         original_payload_truncated: false,
         original_payload_size: None,
+        tenant_id: None,
     }
 }
 
-/// `e` as a value of the v1 schema, as a dispatcher before v2 wrote it.
-fn v1_value(e: &DlqEnvelope) -> Value {
+/// `e` as a value of an older schema: the current value without the `later` fields.
+fn older_value(e: &DlqEnvelope, later: &[&str]) -> Value {
     let Value::Record(fields) = e.to_avro_value() else {
         panic!("not a record");
     };
     Value::Record(
         fields
             .into_iter()
-            .filter(|(k, _)| {
-                ![
-                    "trace_id",
-                    "original_payload_truncated",
-                    "original_payload_size",
-                ]
-                .contains(&k.as_str())
-            })
+            .filter(|(k, _)| !later.contains(&k.as_str()))
             .collect(),
     )
+}
+
+/// `e` as a value of the v1 schema, as a dispatcher before v2 wrote it.
+fn v1_value(e: &DlqEnvelope) -> Value {
+    older_value(
+        e,
+        &[
+            "trace_id",
+            "original_payload_truncated",
+            "original_payload_size",
+            "tenant_id",
+        ],
+    )
+}
+
+/// `e` as a value of the v3 schema, as a dispatcher before v4 wrote it.
+fn v3_value(e: &DlqEnvelope) -> Value {
+    older_value(e, &["tenant_id"])
 }
 
 /// The schema id of a Confluent-framed value.
@@ -109,7 +124,7 @@ fn is_refused(error: &hookline_kafka::Error) -> bool {
 }
 
 #[tokio::test]
-async fn v2_registers_over_v1_under_backward_and_v1_records_still_decode() {
+async fn later_schemas_register_over_v1_under_backward_and_older_records_still_decode() {
     let registry = Registry::new(&registry_settings()).expect("registry");
     let dlq = format!("{}.dlq", unique_name("schema-evolution"));
     let subject = format!("{dlq}-value");
@@ -135,11 +150,26 @@ async fn v2_registers_over_v1_under_backward_and_v1_records_still_decode() {
         .await
         .expect("v2 (an optional field with a default) registers under BACKWARD");
     assert_ne!(v2_id, v1_id);
+    let v3_id = registry
+        .register(&subject, DLQ_ENVELOPE_V3)
+        .await
+        .expect("v3 (fields with defaults) registers under BACKWARD");
+    assert_ne!(v3_id, v2_id);
+
+    // A record parked by a v3 dispatcher, before the tenant was added.
+    let v3_writer = Registry::new(&registry_settings()).expect("registry");
+    let v3 = envelope(3);
+    let v3_bytes = v3_writer
+        .encode_value(&dlq, DLQ_ENVELOPE_V3, v3_value(&v3))
+        .await
+        .expect("encode with v3");
+    assert_eq!(framed_id(&v3_bytes), v3_id);
+
     let current_id = registry
         .register(&subject, DLQ_ENVELOPE_CURRENT)
         .await
-        .expect("the current schema (v3: optional fields with defaults) registers");
-    assert_ne!(current_id, v2_id);
+        .expect("the current schema (v4: tenant_id with a default) registers");
+    assert_ne!(current_id, v3_id);
     assert_eq!(
         registry.register(&subject, DLQ_ENVELOPE_CURRENT).await.ok(),
         Some(current_id),
@@ -149,7 +179,10 @@ async fn v2_registers_over_v1_under_backward_and_v1_records_still_decode() {
     // A writer after the upgrade (its own client: the encoder caches one schema per subject)
     // and a reader that starts after it read both records.
     let upgraded = Registry::new(&registry_settings()).expect("registry");
-    let new = envelope(ENVELOPE_VERSION);
+    let new = DlqEnvelope {
+        tenant_id: Some("acme".into()),
+        ..envelope(ENVELOPE_VERSION)
+    };
     let new_bytes = upgraded
         .encode_value(&dlq, DLQ_ENVELOPE_CURRENT, new.to_avro_value())
         .await
@@ -159,15 +192,27 @@ async fn v2_registers_over_v1_under_backward_and_v1_records_still_decode() {
     let old_value = fresh.decode(&old_bytes).await.expect("v1 record decodes");
     assert_eq!(field(&old_value, "trace_id"), None, "written without it");
     assert_eq!(DlqEnvelope::from_avro_value(old_value).ok(), Some(old));
-    let new_value = fresh.decode(&new_bytes).await.expect("v2 record decodes");
+    let v3_value = fresh.decode(&v3_bytes).await.expect("v3 record decodes");
+    assert_eq!(field(&v3_value, "tenant_id"), None, "written without it");
+    let v3_read = DlqEnvelope::from_avro_value(v3_value).expect("a v3 envelope");
+    assert_eq!(v3_read.tenant_id, None);
+    assert_eq!(v3_read, v3);
+    let new_value = fresh
+        .decode(&new_bytes)
+        .await
+        .expect("current record decodes");
     assert_eq!(
         field(&new_value, "trace_id"),
         Some(Value::Union(1, Box::new(Value::String(TRACE_ID.into()))))
     );
+    assert_eq!(
+        field(&new_value, "tenant_id"),
+        Some(Value::Union(1, Box::new(Value::String("acme".into()))))
+    );
     assert_eq!(DlqEnvelope::from_avro_value(new_value).ok(), Some(new));
 
     let refused = registry
-        .register(&subject, &incompatible_v3())
+        .register(&subject, &incompatible_next())
         .await
         .expect_err("a required field without a default is refused");
     assert!(is_refused(&refused), "{refused}");

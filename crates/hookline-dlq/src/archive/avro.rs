@@ -293,45 +293,80 @@ fn action_from_value(value: Value) -> std::result::Result<Action, String> {
 #[cfg(test)]
 mod tests {
     use hookline_core::envelope::ErrorReason;
-    use hookline_core::schema::DLQ_ENVELOPE_V2;
+    use hookline_core::schema::{DLQ_ENVELOPE_V2, DLQ_ENVELOPE_V3};
 
     use super::*;
     use crate::record::fixtures::record;
 
-    /// An archive written before envelope v3: its embedded schema holds the v2 envelope.
-    #[test]
-    fn an_archive_with_the_v2_envelope_reads_back_as_not_truncated() {
+    /// An archive written with an older envelope schema embedded, holding `selected`'s
+    /// envelope without the `later` fields.
+    fn older_archive(envelope_schema: &str, later: &[&str], selected: &Selected) -> Vec<u8> {
         let mut schema: serde_json::Value =
             serde_json::from_str(&archive_schema_json()).expect("JSON");
         for field in schema["fields"].as_array_mut().expect("fields") {
             if field["name"] == "envelope" {
-                field["type"] = serde_json::from_str(DLQ_ENVELOPE_V2).expect("v2 is JSON");
+                field["type"] = serde_json::from_str(envelope_schema).expect("schema is JSON");
             }
         }
         let schema = Schema::parse_str(&schema.to_string()).expect("a schema");
-        let selected = Selected {
-            record: record(0, 2, "ep-a", ErrorReason::RetriesExhausted, 1_000),
-            history: History::default(),
-        };
-        let Value::Record(mut fields) = to_value(&selected) else {
+        let Value::Record(mut fields) = to_value(selected) else {
             panic!("not a record");
         };
         for (name, value) in &mut fields {
             if let (true, Value::Record(envelope)) = (name == "envelope", value) {
-                envelope.retain(|(k, _)| {
-                    !["original_payload_truncated", "original_payload_size"].contains(&k.as_str())
-                });
+                envelope.retain(|(k, _)| !later.contains(&k.as_str()));
             }
         }
         let mut writer = Writer::new(&schema, Vec::new()).expect("a writer");
         writer
             .append_value(Value::Record(fields))
-            .expect("a v2 archive record");
-        let bytes = writer.into_inner().expect("finished");
+            .expect("an older archive record");
+        writer.into_inner().expect("finished")
+    }
+
+    /// An archive written before envelope v3: its embedded schema holds the v2 envelope.
+    #[test]
+    fn an_archive_with_the_v2_envelope_reads_back_as_not_truncated() {
+        let selected = Selected {
+            record: record(0, 2, "ep-a", ErrorReason::RetriesExhausted, 1_000),
+            history: History::default(),
+        };
+        let later = [
+            "original_payload_truncated",
+            "original_payload_size",
+            "tenant_id",
+        ];
+        let bytes = older_archive(DLQ_ENVELOPE_V2, &later, &selected);
         let read = read(Path::new("old.avro"), bytes.as_slice()).expect("reads");
         assert_eq!(read, [selected]);
         assert!(!read[0].record.envelope.original_payload_truncated);
         assert_eq!(read[0].record.envelope.original_payload_size, None);
+    }
+
+    /// An archive written before envelope v4 has no tenant; one written now keeps it.
+    #[test]
+    fn the_tenant_is_archived_and_a_v3_archive_reads_back_without_one() {
+        let mut selected = Selected {
+            record: record(0, 2, "ep-a", ErrorReason::RetriesExhausted, 1_000),
+            history: History::default(),
+        };
+        let bytes = older_archive(DLQ_ENVELOPE_V3, &["tenant_id"], &selected);
+        let read_v3 = read(Path::new("v3.avro"), bytes.as_slice()).expect("reads");
+        assert_eq!(read_v3, [selected.clone()]);
+        assert_eq!(read_v3[0].record.envelope.tenant_id, None);
+
+        selected.record.envelope.tenant_id = Some("acme".into());
+        let mut out = Vec::new();
+        write(
+            Path::new("a.avro"),
+            &mut out,
+            "dlq",
+            [selected.clone()].into_iter(),
+        )
+        .expect("written");
+        let back = read(Path::new("a.avro"), out.as_slice()).expect("reads");
+        assert_eq!(back[0].record.envelope.tenant_id.as_deref(), Some("acme"));
+        assert_eq!(back, [selected]);
     }
 }
 

@@ -222,6 +222,7 @@ mod tests {
         cut.envelope.original_payload_bytes.truncate(5);
         cut.envelope.original_payload_truncated = true;
         cut.envelope.original_payload_size = Some(1_500_000);
+        cut.envelope.tenant_id = Some("acme".into());
         vec![
             Selected {
                 record: record(0, 0, "ep-a", ErrorReason::RetriesExhausted, 1_000),

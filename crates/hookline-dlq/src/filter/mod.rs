@@ -1,5 +1,5 @@
-//! Which DLQ records a command works on: by reason, endpoint, event type, event id, time
-//! range, partition, offset range, or an explicit list. Pure: no I/O.
+//! Which DLQ records a command works on: by reason, endpoint, tenant, event type, event id,
+//! time range, partition, offset range, or an explicit list. Pure: no I/O.
 
 mod time;
 
@@ -69,6 +69,8 @@ pub struct FilterSpec {
     pub reasons: Vec<String>,
     /// `--endpoint`: endpoint ids; any of them matches.
     pub endpoints: Vec<String>,
+    /// `--tenant`: tenant ids; any of them matches.
+    pub tenants: Vec<String>,
     /// `--event-type`: event types; any of them matches.
     pub event_types: Vec<String>,
     /// `--event-id`: event ids; any of them matches.
@@ -94,6 +96,8 @@ pub struct Filter {
     pub reasons: Vec<ErrorReason>,
     /// Endpoint ids, any of which matches.
     pub endpoints: Vec<String>,
+    /// Tenant ids, any of which matches; a record without a tenant matches none.
+    pub tenants: Vec<String>,
     /// Event types, any of which matches.
     pub event_types: Vec<String>,
     /// Event ids, any of which matches.
@@ -182,6 +186,7 @@ impl FilterSpec {
         Ok(Filter {
             reasons,
             endpoints: list(&self.endpoints),
+            tenants: list(&self.tenants),
             event_types: list(&self.event_types),
             event_ids: list(&self.event_ids),
             since_ms,
@@ -213,6 +218,7 @@ impl Filter {
         self.matches_place(record.place())
             && (self.reasons.is_empty() || self.reasons.contains(&e.error_reason))
             && any(&self.endpoints, e.endpoint_id.as_deref())
+            && any(&self.tenants, e.tenant_id.as_deref())
             && any(&self.event_types, e.event_type.as_deref())
             && any(&self.event_ids, Some(&e.event_id))
             && self.since_ms.is_none_or(|s| e.error_timestamp_ms >= s)
@@ -223,6 +229,7 @@ impl Filter {
     pub fn is_place_only(&self) -> bool {
         self.reasons.is_empty()
             && self.endpoints.is_empty()
+            && self.tenants.is_empty()
             && self.event_types.is_empty()
             && self.event_ids.is_empty()
             && self.since_ms.is_none()

@@ -77,6 +77,54 @@ fn endpoint_type_and_id_criteria_combine() {
 }
 
 #[test]
+fn tenants_select_by_the_envelopes_tenant() {
+    let filter = FilterSpec {
+        tenants: vec!["acme, globex".into(), "initech".into()],
+        ..spec()
+    }
+    .build(NOW)
+    .expect("valid");
+    assert_eq!(filter.tenants, ["acme", "globex", "initech"]);
+    assert!(!filter.is_place_only());
+    let of = |tenant: Option<&str>| {
+        let mut r = record(0, 0, "a", ErrorReason::RetriesExhausted, NOW);
+        r.envelope.tenant_id = tenant.map(str::to_owned);
+        r
+    };
+    assert!(filter.matches(&of(Some("acme"))));
+    assert!(filter.matches(&of(Some("initech"))));
+    assert!(!filter.matches(&of(Some("acme-eu"))), "exact ids only");
+    assert!(!filter.matches(&of(Some("ACME"))), "case matters");
+    assert!(
+        !filter.matches(&of(None)),
+        "a direct delivery has no tenant"
+    );
+
+    // With --endpoint too, both must hold.
+    let both = FilterSpec {
+        tenants: vec!["acme".into()],
+        endpoints: vec!["a".into()],
+        ..spec()
+    }
+    .build(NOW)
+    .expect("valid");
+    assert!(both.matches(&of(Some("acme"))));
+    let mut other_endpoint = of(Some("acme"));
+    other_endpoint.envelope.endpoint_id = Some("b".into());
+    assert!(!both.matches(&other_endpoint));
+
+    // Empty items are dropped; a list of nothing selects everything.
+    let blank = FilterSpec {
+        tenants: vec![" , ".into()],
+        ..spec()
+    }
+    .build(NOW)
+    .expect("valid");
+    assert!(blank.tenants.is_empty());
+    assert!(blank.matches(&of(None)));
+}
+
+#[test]
 fn time_range_is_half_open() {
     let filter = FilterSpec {
         since: Some("2h".into()),
@@ -218,6 +266,7 @@ mod fuzz {
         fn spec()(
             reasons in list(),
             endpoints in list(),
+            tenants in list(),
             event_types in list(),
             event_ids in list(),
             since in proptest::option::of(time()),
@@ -228,7 +277,7 @@ mod fuzz {
             records in list(),
         ) -> FilterSpec {
             FilterSpec {
-                reasons, endpoints, event_types, event_ids, since, until, partitions,
+                reasons, endpoints, tenants, event_types, event_ids, since, until, partitions,
                 from_offset, to_offset, records,
             }
         }

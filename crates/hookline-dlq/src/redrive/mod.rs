@@ -77,6 +77,8 @@ pub struct Sent {
     pub event_id: String,
     /// Its endpoint id, when known.
     pub endpoint_id: Option<String>,
+    /// Its tenant id, when it has one.
+    pub tenant_id: Option<String>,
     /// Where it went, `topic/partition/offset` (the topic alone in a dry run).
     pub target: String,
 }
@@ -87,6 +89,7 @@ impl Sent {
             place: record.place(),
             event_id: record.envelope.event_id.clone(),
             endpoint_id: record.envelope.endpoint_id.clone(),
+            tenant_id: record.envelope.tenant_id.clone(),
             target,
         }
     }
@@ -151,6 +154,8 @@ pub struct Refused {
     pub event_id: String,
     /// Its endpoint id, when known.
     pub endpoint_id: Option<String>,
+    /// Its tenant id, when it has one.
+    pub tenant_id: Option<String>,
     /// Why it was not sent.
     pub why: Refusal,
 }
@@ -161,6 +166,7 @@ impl Refused {
             place: record.place(),
             event_id: record.envelope.event_id.clone(),
             endpoint_id: record.envelope.endpoint_id.clone(),
+            tenant_id: record.envelope.tenant_id.clone(),
             why,
         }
     }

@@ -54,6 +54,9 @@ struct SelectArgs {
     /// Endpoint id; repeatable or comma-separated.
     #[arg(long = "endpoint", value_name = "ID")]
     endpoints: Vec<String>,
+    /// Tenant id (the tenant of a fanned-out delivery); repeatable or comma-separated.
+    #[arg(long = "tenant", value_name = "ID")]
+    tenants: Vec<String>,
     /// Event type; repeatable or comma-separated.
     #[arg(long = "event-type", value_name = "TYPE")]
     event_types: Vec<String>,
@@ -85,6 +88,7 @@ impl SelectArgs {
         let spec = FilterSpec {
             reasons: self.reasons.clone(),
             endpoints: self.endpoints.clone(),
+            tenants: self.tenants.clone(),
             event_types: self.event_types.clone(),
             event_ids: self.event_ids.clone(),
             since: self.since.clone(),
@@ -330,6 +334,11 @@ impl View {
     }
 }
 
+/// ` tenant <id>` for a record that has a tenant, nothing for a direct delivery.
+fn tenant_text(tenant: Option<&str>) -> String {
+    tenant.map(|t| format!(" tenant {t}")).unwrap_or_default()
+}
+
 fn warn_undecodable(places: &[RecordRef]) {
     if !places.is_empty() {
         let list: Vec<String> = places.iter().map(ToString::to_string).collect();
@@ -376,8 +385,11 @@ async fn run_redrive(args: RedriveArgs, context: &Context) -> anyhow::Result<()>
     for sent in &report.sent {
         let endpoint = sent.endpoint_id.as_deref().unwrap_or("-");
         let line = format!(
-            "{verb} {} event {} endpoint {endpoint} -> {}",
-            sent.place, sent.event_id, sent.target
+            "{verb} {} event {} endpoint {endpoint}{} -> {}",
+            sent.place,
+            sent.event_id,
+            tenant_text(sent.tenant_id.as_deref()),
+            sent.target
         );
         if !out.line(&line)? {
             break;
@@ -386,8 +398,11 @@ async fn run_redrive(args: RedriveArgs, context: &Context) -> anyhow::Result<()>
     for refused in &report.refused {
         let endpoint = refused.endpoint_id.as_deref().unwrap_or("-");
         let line = format!(
-            "refused {} event {} endpoint {endpoint}: {}",
-            refused.place, refused.event_id, refused.why
+            "refused {} event {} endpoint {endpoint}{}: {}",
+            refused.place,
+            refused.event_id,
+            tenant_text(refused.tenant_id.as_deref()),
+            refused.why
         );
         if !out.line(&line)? {
             break;

@@ -176,6 +176,16 @@ pub fn error_line(error: &anyhow::Error) -> String {
     line
 }
 
+/// The items of repeated, comma-separated flag values (`--types a,b --types c`), trimmed.
+/// Empty items are kept, for the validation to refuse with the flag named.
+pub fn comma_list(values: &[String]) -> Vec<String> {
+    values
+        .iter()
+        .flat_map(|v| v.split(','))
+        .map(|item| item.trim().to_owned())
+        .collect()
+}
+
 /// Reads `KEY=VALUE`.
 pub fn parse_key_value(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
@@ -195,6 +205,14 @@ mod tests {
     #[test]
     fn cli_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn comma_lists() {
+        let given = ["invoice.*, customer.created".to_owned(), "x".to_owned()];
+        assert_eq!(comma_list(&given), ["invoice.*", "customer.created", "x"]);
+        assert_eq!(comma_list(&["a,,b".to_owned()]), ["a", "", "b"]);
+        assert!(comma_list(&[]).is_empty());
     }
 
     #[test]

@@ -1,6 +1,9 @@
 //! `hookline publish`: one event from arguments or a file, or many from JSON lines on stdin.
+//! An event goes to one endpoint (`--endpoint`, a direct delivery to the events topic) or to
+//! a tenant (`--tenant`, a tenant event to the fan-out topic, delivered to each of the
+//! tenant's endpoints subscribed to its type and channels).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -12,7 +15,7 @@ use hookline_core::event::DEFAULT_CONTENT_TYPE;
 use hookline_producer::{Delivered, Encoding, Publisher, PublisherConfig};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-use super::{Context, error_line, parse_key_value};
+use super::{Context, comma_list, error_line, parse_key_value};
 
 /// Arguments of `hookline publish`.
 #[derive(Debug, clap::Args)]
@@ -21,6 +24,14 @@ pub struct PublishArgs {
     /// Endpoint to deliver to (the record key); with --stdin, every line is a payload for it.
     #[arg(long)]
     endpoint: Option<String>,
+    /// Tenant whose subscribed endpoints get the event (a tenant event, published to the
+    /// fan-out topic keyed by the tenant); instead of --endpoint.
+    #[arg(long)]
+    tenant: Option<String>,
+    /// Channels the tenant event is sent on, comma-separated or repeated: an endpoint
+    /// subscribed to channels gets only events on one of them. Needs --tenant.
+    #[arg(long = "channels", value_name = "CHANNEL,...", requires = "tenant")]
+    channels: Vec<String>,
     /// Event type, e.g. invoice.paid.
     #[arg(long = "type", value_name = "TYPE")]
     event_type: Option<String>,
@@ -31,7 +42,8 @@ pub struct PublishArgs {
     #[arg(long, value_name = "FILE")]
     data_file: Option<PathBuf>,
     /// Read JSON lines from stdin: full events (`{"event_type": ..., "endpoint_id": ...,
-    /// "payload": ...}`), or payloads when --endpoint and --type are given.
+    /// "payload": ...}`, or `"tenant_id"` instead of `"endpoint_id"`), or payloads when
+    /// --type and --endpoint or --tenant are given.
     #[arg(long)]
     stdin: bool,
     /// Extra HTTP header for the delivery; repeatable. A full event's own headers win.
@@ -40,8 +52,8 @@ pub struct PublishArgs {
     /// Content type of the payload.
     #[arg(long, default_value = DEFAULT_CONTENT_TYPE)]
     content_type: String,
-    /// URL overriding the endpoint's configured URL for these deliveries.
-    #[arg(long)]
+    /// URL overriding the endpoint's configured URL for these deliveries (with --endpoint).
+    #[arg(long, conflicts_with = "tenant")]
     endpoint_url: Option<String>,
     /// Encoding of the record value.
     #[arg(long, value_enum, default_value_t = EncodingArg::Avro)]
@@ -69,7 +81,7 @@ enum EncodingArg {
 enum LineForm {
     /// Each line is a full event in the JSON form.
     Event,
-    /// Each line is the payload of an event to this template's endpoint and type.
+    /// Each line is the payload of an event to this template's endpoint or tenant, and type.
     Payload(Box<WebhookEvent>),
 }
 
@@ -92,7 +104,7 @@ pub async fn run(args: PublishArgs, context: &Context) -> anyhow::Result<()> {
     } else {
         let event = single_event(&args).await?;
         let delivered = publisher.publish(&event).await?;
-        print_delivered(&delivered);
+        print_delivered(&delivered, &Route::of(&publisher, &event));
         Ok(())
     };
     publisher
@@ -111,32 +123,67 @@ async fn single_event(args: &PublishArgs) -> anyhow::Result<WebhookEvent> {
             .with_context(|| format!("reading {}", path.display()))?,
         (None, None) => bail!("give --data, --data-file or --stdin"),
     };
-    let mut event = template(args)?.context("--endpoint and --type are required")?;
+    let mut event =
+        template(args)?.context("--type and one of --endpoint or --tenant are required")?;
     check_payload(&event.content_type, &payload).context("the payload")?;
     event.payload = payload;
     event.event_id = args.event_id.clone().unwrap_or_default();
     Ok(event)
 }
 
-/// An event with everything from the arguments but the payload and id; `None` when
-/// neither --endpoint nor --type is given.
+/// An event with everything from the arguments but the payload and id; `None` when none
+/// of --endpoint, --tenant and --type is given.
 fn template(args: &PublishArgs) -> anyhow::Result<Option<WebhookEvent>> {
-    match (&args.endpoint, &args.event_type) {
-        (None, None) => Ok(None),
-        (Some(endpoint), Some(event_type)) => Ok(Some(WebhookEvent {
-            event_id: String::new(),
-            event_type: event_type.clone(),
-            endpoint_id: Some(endpoint.clone()),
-            tenant_id: None,
-            channels: Vec::new(),
-            endpoint_url: args.endpoint_url.clone(),
-            payload: Vec::new(),
-            content_type: args.content_type.clone(),
-            headers: args.headers.iter().cloned().collect(),
-            created_at_ms: 0,
-        })),
-        (Some(_), None) => bail!("--endpoint needs --type"),
-        (None, Some(_)) => bail!("--type needs --endpoint"),
+    let (endpoint_id, tenant_id) = match (&args.endpoint, &args.tenant) {
+        (Some(_), Some(_)) => bail!(
+            "give --endpoint (a delivery to that endpoint) or --tenant (an event for each of \
+             the tenant's subscribed endpoints), not both"
+        ),
+        (endpoint, tenant) => (endpoint.clone(), tenant.clone()),
+    };
+    let event_type = match (
+        &args.event_type,
+        endpoint_id.is_some() || tenant_id.is_some(),
+    ) {
+        (None, false) => return Ok(None),
+        (Some(event_type), true) => event_type.clone(),
+        (None, true) if tenant_id.is_some() => bail!("--tenant needs --type"),
+        (None, true) => bail!("--endpoint needs --type"),
+        (Some(_), false) => bail!("--type needs --endpoint or --tenant"),
+    };
+    Ok(Some(WebhookEvent {
+        event_id: String::new(),
+        event_type,
+        endpoint_id,
+        tenant_id,
+        channels: comma_list(&args.channels),
+        endpoint_url: args.endpoint_url.clone(),
+        payload: Vec::new(),
+        content_type: args.content_type.clone(),
+        headers: args.headers.iter().cloned().collect(),
+        created_at_ms: 0,
+    }))
+}
+
+/// Where the publisher sends an event: the events topic keyed by the endpoint, or the
+/// fan-out topic keyed by the tenant (the rule of [`Publisher::publish`]).
+struct Route {
+    topic: String,
+    recipient: String,
+}
+
+impl Route {
+    fn of(publisher: &Publisher, event: &WebhookEvent) -> Route {
+        match (&event.endpoint_id, &event.tenant_id) {
+            (Some(endpoint), _) => Route {
+                topic: publisher.topic().to_owned(),
+                recipient: format!("endpoint={endpoint}"),
+            },
+            (None, tenant) => Route {
+                topic: publisher.fanout_topic().to_owned(),
+                recipient: format!("tenant={}", tenant.as_deref().unwrap_or_default()),
+            },
+        }
     }
 }
 
@@ -222,7 +269,11 @@ async fn publish_lines(args: &PublishArgs, publisher: &Publisher) -> anyhow::Res
             .map(|item| async move {
                 let (number, line) = item?;
                 let result = match form.event(&line, headers) {
-                    Ok(event) => publisher.publish(&event).await.map_err(anyhow::Error::from),
+                    Ok(event) => publisher
+                        .publish(&event)
+                        .await
+                        .map(|delivered| (delivered, Route::of(publisher, &event)))
+                        .map_err(anyhow::Error::from),
                     Err(error) => Err(error),
                 };
                 Ok::<_, std::io::Error>((number, result))
@@ -231,12 +282,14 @@ async fn publish_lines(args: &PublishArgs, publisher: &Publisher) -> anyhow::Res
     );
 
     let (mut published, mut failed) = (0_usize, 0_usize);
+    let mut topics = BTreeSet::new();
     while let Some(item) = results.next().await {
         let (number, result) = item.context("reading stdin")?;
         match result {
-            Ok(delivered) => {
+            Ok((delivered, route)) => {
                 published += 1;
-                print_delivered(&delivered);
+                print_delivered(&delivered, &route);
+                topics.insert(route.topic);
             }
             Err(error) => {
                 failed += 1;
@@ -249,10 +302,14 @@ async fn publish_lines(args: &PublishArgs, publisher: &Publisher) -> anyhow::Res
             }
         }
     }
+    let to = if topics.is_empty() {
+        publisher.topic().to_owned()
+    } else {
+        topics.into_iter().collect::<Vec<_>>().join(" and ")
+    };
     eprintln!(
-        "published {published} of {} events to {}",
-        published + failed,
-        publisher.topic()
+        "published {published} of {} events to {to}",
+        published + failed
     );
     if failed > 0 {
         bail!("{failed} of {} events failed", published + failed);
@@ -260,16 +317,95 @@ async fn publish_lines(args: &PublishArgs, publisher: &Publisher) -> anyhow::Res
     Ok(())
 }
 
-fn print_delivered(delivered: &Delivered) {
+fn print_delivered(delivered: &Delivered, route: &Route) {
     println!(
-        "published {} partition={} offset={}",
-        delivered.event_id, delivered.partition, delivered.offset
+        "published {} partition={} offset={} topic={} {}",
+        delivered.event_id, delivered.partition, delivered.offset, route.topic, route.recipient
     );
 }
 
 #[cfg(test)]
 mod tests {
+    use clap::Parser;
+
     use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: PublishArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<PublishArgs, clap::Error> {
+        let all = [&["hookline-publish"], args, &["--data", "{}"]].concat();
+        Cli::try_parse_from(all).map(|cli| cli.args)
+    }
+
+    fn template_of(args: &[&str]) -> anyhow::Result<Option<WebhookEvent>> {
+        template(&parse(args).expect("valid flags"))
+    }
+
+    #[test]
+    fn a_tenant_template_names_the_tenant_and_no_endpoint() {
+        let event = template_of(&["--tenant", "acme", "--type", "invoice.paid"])
+            .expect("valid")
+            .expect("a template");
+        assert_eq!(event.tenant_id.as_deref(), Some("acme"));
+        assert_eq!(event.endpoint_id, None);
+        assert!(event.channels.is_empty());
+        let event = template_of(&[
+            "--tenant",
+            "acme",
+            "--type",
+            "invoice.paid",
+            "--channels",
+            "eu, beta",
+            "--channels",
+            "us",
+        ])
+        .expect("valid")
+        .expect("a template");
+        assert_eq!(event.channels, ["eu", "beta", "us"]);
+        let direct = template_of(&["--endpoint", "ep", "--type", "a.b"])
+            .expect("valid")
+            .expect("a template");
+        assert_eq!(
+            (direct.endpoint_id.as_deref(), direct.tenant_id),
+            (Some("ep"), None)
+        );
+        assert!(template_of(&[]).expect("valid").is_none());
+    }
+
+    #[test]
+    fn endpoint_and_tenant_together_are_refused() {
+        let error = template_of(&["--endpoint", "ep", "--tenant", "acme", "--type", "a"])
+            .expect_err("both");
+        let text = error.to_string();
+        assert!(
+            text.contains("--endpoint") && text.contains("--tenant") && text.contains("not both"),
+            "{text}"
+        );
+        for (args, needle) in [
+            (&["--tenant", "acme"][..], "--tenant needs --type"),
+            (&["--endpoint", "ep"][..], "--endpoint needs --type"),
+            (&["--type", "a"][..], "--type needs --endpoint or --tenant"),
+        ] {
+            let text = template_of(args).expect_err("incomplete").to_string();
+            assert_eq!(text, needle);
+        }
+        assert!(parse(&["--endpoint", "ep", "--type", "a", "--channels", "eu"]).is_err());
+        assert!(
+            parse(&[
+                "--tenant",
+                "t",
+                "--type",
+                "a",
+                "--endpoint-url",
+                "https://x.example/"
+            ])
+            .is_err()
+        );
+    }
 
     #[test]
     fn an_event_id_is_added_when_missing() {

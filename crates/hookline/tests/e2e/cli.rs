@@ -1,5 +1,6 @@
 //! End-to-end tests of the `hookline` binary against the real local stack (`deploy/local/stack
-//! up`): provisioning, publishing from stdin with a bad line, and the endpoint table.
+//! up`): provisioning, publishing from stdin with a bad line, the endpoint table, endpoints of
+//! a tenant, and tenant events published to the fan-out topic.
 
 use std::process::{Output, Stdio};
 use std::time::Duration;
@@ -275,4 +276,265 @@ async fn endpoints_put_list_rm_never_print_the_secret() {
         stderr.starts_with("error: ") && stderr.contains("url") && !stderr.contains(SECRET),
         "{stderr}"
     );
+}
+
+#[tokio::test]
+async fn endpoints_put_with_a_tenant_and_list_only_that_tenants() {
+    let endpoints = unique_name("cli-tenants");
+    let table = ["--endpoints-topic", endpoints.as_str()];
+    let run = |args: Vec<&str>| {
+        let all: Vec<String> = table.iter().chain(&args).map(|a| a.to_string()).collect();
+        async move {
+            let all: Vec<&str> = all.iter().map(String::as_str).collect();
+            hookline(&all, "").await
+        }
+    };
+    let create = run(vec!["topics", "create", "--partitions", "1"]).await;
+    assert!(create.status.success(), "{}", text(&create.stderr));
+
+    let put = |id: &'static str, extra: &'static [&'static str]| {
+        let mut args = vec!["endpoints", "put", id, "--url", "https://a.example/hook"];
+        args.extend(["--secret", SECRET]);
+        args.extend(extra);
+        run(args)
+    };
+    for (id, extra) in [
+        (
+            "ep_a",
+            &[
+                "--tenant",
+                "acme",
+                "--types",
+                "invoice.*,customer.created",
+                "--channels",
+                "eu,beta",
+                "--description",
+                "billing sync",
+            ][..],
+        ),
+        ("ep_b", &["--tenant", "acme"][..]),
+        (
+            "ep_c",
+            &["--tenant", "globex", "--types", "invoice.paid"][..],
+        ),
+        ("ep_d", &[][..]),
+    ] {
+        let output = put(id, extra).await;
+        assert!(output.status.success(), "{id}: {}", text(&output.stderr));
+    }
+    let stdout = text(&put("ep_e", &["--tenant", "acme"]).await.stdout);
+    assert!(stdout.contains("tenant acme, types *"), "{stdout}");
+
+    // A bad pattern is refused naming the flag, and nothing is written.
+    let bad = put(
+        "ep_bad",
+        &["--tenant", "acme", "--types", "invoice.*,inv*ce"],
+    )
+    .await;
+    assert!(!bad.status.success());
+    let stderr = text(&bad.stderr);
+    assert!(
+        stderr.starts_with("error: --types: item 2 `inv*ce`: "),
+        "{stderr}"
+    );
+    let no_tenant = put("ep_bad", &["--channels", "eu"]).await;
+    assert!(
+        text(&no_tenant.stderr).contains("--channels: needs --tenant"),
+        "{}",
+        text(&no_tenant.stderr)
+    );
+
+    let json = run(vec![
+        "endpoints",
+        "list",
+        "--tenant",
+        "acme",
+        "--output",
+        "json",
+    ])
+    .await;
+    assert!(json.status.success(), "{}", text(&json.stderr));
+    let parsed: serde_json::Value = serde_json::from_slice(&json.stdout).expect("JSON output");
+    let ids: Vec<&str> = parsed
+        .as_array()
+        .expect("an array")
+        .iter()
+        .map(|e| e["id"].as_str().expect("an id"))
+        .collect();
+    assert_eq!(ids, ["ep_a", "ep_b", "ep_e"], "only acme's, never ep_bad");
+    assert_eq!(parsed[0]["tenant"], "acme");
+    assert_eq!(
+        parsed[0]["event_types"],
+        serde_json::json!(["invoice.*", "customer.created"])
+    );
+    assert_eq!(parsed[0]["channels"], serde_json::json!(["eu", "beta"]));
+    assert_eq!(parsed[0]["description"], "billing sync");
+
+    let list = run(vec!["endpoints", "list", "--tenant", "acme"]).await;
+    assert!(list.status.success(), "{}", text(&list.stderr));
+    let stdout = text(&list.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 4, "a header and acme's three: {stdout}");
+    let column = |name: &str| lines[0].find(name).expect(name);
+    assert!(lines[0].starts_with("ID"), "{stdout}");
+    let ep_a = lines.iter().find(|l| l.starts_with("ep_a")).expect("ep_a");
+    assert_eq!(ep_a.find("acme"), Some(column("TENANT")), "{stdout}");
+    assert_eq!(
+        ep_a.find("invoice.*,customer.created"),
+        Some(column("TYPES")),
+        "{stdout}"
+    );
+    assert_eq!(ep_a.find("eu,beta"), Some(column("CHANNELS")), "{stdout}");
+    let ep_b = lines.iter().find(|l| l.starts_with("ep_b")).expect("ep_b");
+    assert_eq!(
+        ep_b.find("* "),
+        Some(column("TYPES")),
+        "every type: {stdout}"
+    );
+    assert!(
+        !stdout.contains("ep_c") && !stdout.contains("ep_d") && !stdout.contains("globex"),
+        "{stdout}"
+    );
+
+    let everything = run(vec!["endpoints", "list"]).await;
+    let stdout = text(&everything.stdout);
+    assert_eq!(stdout.lines().count(), 6, "{stdout}");
+    assert!(stdout.contains("globex"), "{stdout}");
+    let nobody = run(vec![
+        "endpoints",
+        "list",
+        "--tenant",
+        "nobody",
+        "--output",
+        "json",
+    ])
+    .await;
+    assert_eq!(text(&nobody.stdout).trim(), "[]");
+}
+
+#[tokio::test]
+async fn publish_a_tenant_event_to_the_fanout_topic() {
+    let events = unique_name("cli-fanout");
+    let fanout = format!("{events}.fanout");
+    let topics = ["--events-topic", events.as_str()];
+    let create = [&topics[..], &["topics", "create", "--partitions", "1"]].concat();
+    let created = hookline(&create, "").await;
+    assert!(created.status.success(), "{}", text(&created.stderr));
+    assert!(
+        text(&created.stdout).contains(&format!("created {fanout}\n")),
+        "{}",
+        text(&created.stdout)
+    );
+
+    let both = [
+        &topics[..],
+        &[
+            "publish",
+            "--endpoint",
+            "ep_1",
+            "--tenant",
+            "acme",
+            "--type",
+            "invoice.paid",
+            "--data",
+            "{}",
+        ],
+    ]
+    .concat();
+    let refused = hookline(&both, "").await;
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused.stderr).contains("give --endpoint")
+            && text(&refused.stderr).contains("or --tenant")
+            && text(&refused.stderr).contains("not both"),
+        "{}",
+        text(&refused.stderr)
+    );
+
+    // Avro, through the registry, with channels.
+    let avro = [
+        &topics[..],
+        &[
+            "publish",
+            "--tenant",
+            "acme",
+            "--type",
+            "invoice.paid",
+            "--data",
+            r#"{"invoice":42}"#,
+            "--channels",
+            "eu,beta",
+            "--event-id",
+            "evt-tenant-avro",
+        ],
+    ]
+    .concat();
+    let output = hookline(&avro, "").await;
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    assert!(
+        stdout.starts_with("published evt-tenant-avro partition=0 offset=0 ")
+            && stdout.contains(&format!("topic={fanout} tenant=acme")),
+        "{stdout}"
+    );
+
+    // JSON, and a full event with tenant_id on stdin.
+    let json = [
+        &topics[..],
+        &[
+            "publish",
+            "--tenant",
+            "acme",
+            "--type",
+            "customer.created",
+            "--data",
+            r#"{"customer":7}"#,
+            "--encoding",
+            "json",
+            "--event-id",
+            "evt-tenant-json",
+        ],
+    ]
+    .concat();
+    let output = hookline(&json, "").await;
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let line = r#"{"event_id":"evt-tenant-line","event_type":"invoice.paid","tenant_id":"globex","channels":["us"],"payload":{"n":1}}"#;
+    let stdin = [&topics[..], &["publish", "--stdin", "--encoding", "json"]].concat();
+    let output = hookline(&stdin, line).await;
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stderr).contains(&format!("published 1 of 1 events to {fanout}")),
+        "{}",
+        text(&output.stderr)
+    );
+
+    let registry = Registry::new(&registry_settings()).expect("registry");
+    let records = read(&fanout, 3).await;
+    assert_eq!(records.len(), 3);
+    let avro_event = {
+        let value = registry
+            .decode(records[0].payload().expect("value"))
+            .await
+            .expect("Avro through the registry");
+        WebhookEvent::from_avro_value(value).expect("an event")
+    };
+    let json_event =
+        WebhookEvent::from_json(records[1].payload().expect("value")).expect("a JSON event");
+    let line_event =
+        WebhookEvent::from_json(records[2].payload().expect("value")).expect("a JSON event");
+    for (record, event, id, tenant) in [
+        (&records[0], &avro_event, "evt-tenant-avro", "acme"),
+        (&records[1], &json_event, "evt-tenant-json", "acme"),
+        (&records[2], &line_event, "evt-tenant-line", "globex"),
+    ] {
+        assert_eq!(record.key(), Some(tenant.as_bytes()), "keyed by the tenant");
+        assert_eq!(event.event_id, id);
+        assert_eq!(event.tenant_id.as_deref(), Some(tenant));
+        assert_eq!(event.endpoint_id, None, "a tenant event names no endpoint");
+    }
+    assert_eq!(avro_event.event_type, "invoice.paid");
+    assert_eq!(avro_event.channels, ["eu", "beta"]);
+    assert_eq!(avro_event.payload, br#"{"invoice":42}"#);
+    assert!(json_event.channels.is_empty());
+    assert_eq!(line_event.channels, ["us"]);
 }

@@ -141,6 +141,7 @@ fn envelope(endpoint: &str, reason: ErrorReason, ago_ms: i64) -> DlqEnvelope {
         dispatcher_id: "cli-test".into(),
         original_payload_truncated: false,
         original_payload_size: None,
+        tenant_id: None,
     }
 }
 
@@ -237,6 +238,109 @@ async fn inspect_filters_and_prints_json_tables_and_summaries() {
     assert!(
         text.starts_with("3 records\n") && text.contains("by endpoint:"),
         "{text}"
+    );
+}
+
+/// `--tenant` selects the deliveries fanned out for a tenant, in `inspect` (which shows the
+/// tenant) and `redrive`; direct deliveries (no tenant) match no tenant.
+#[tokio::test(flavor = "multi_thread")]
+async fn inspect_and_redrive_by_tenant() {
+    let events = unique_name("cli-dlq-tenant");
+    let of = |endpoint: &str, tenant: Option<&str>| DlqEnvelope {
+        tenant_id: tenant.map(str::to_owned),
+        ..envelope(endpoint, ErrorReason::RetriesExhausted, 1_000)
+    };
+    let acme = [of("ep-a", Some("acme")), of("ep-b", Some("acme"))];
+    let globex = of("ep-a", Some("globex"));
+    let direct = of("ep-a", None);
+    let parked = [
+        acme[0].clone(),
+        acme[1].clone(),
+        globex.clone(),
+        direct.clone(),
+    ];
+    stack_with(&events, &parked).await;
+
+    let all = json_lines(&hookline(&events, &["dlq", "inspect"]).await);
+    assert_eq!(all.len(), 4);
+    let tenant_of = |id: &str| {
+        all.iter()
+            .find(|l| l["event_id"] == id)
+            .map(|l| l["tenant_id"].clone())
+    };
+    assert_eq!(tenant_of(&acme[0].event_id), Some("acme".into()));
+    assert_eq!(tenant_of(&direct.event_id), Some(Value::Null));
+
+    let acme_ids = {
+        let mut v: Vec<String> = acme.iter().map(|e| e.event_id.clone()).collect();
+        v.sort();
+        v
+    };
+    let only_acme = json_lines(&hookline(&events, &["dlq", "inspect", "--tenant", "acme"]).await);
+    assert_eq!(ids(&only_acme), acme_ids);
+    let acme_a = json_lines(
+        &hookline(
+            &events,
+            &["dlq", "inspect", "--tenant", "acme", "--endpoint", "ep-a"],
+        )
+        .await,
+    );
+    assert_eq!(ids(&acme_a), std::slice::from_ref(&acme[0].event_id));
+    let two =
+        json_lines(&hookline(&events, &["dlq", "inspect", "--tenant", "globex,nobody"]).await);
+    assert_eq!(ids(&two), std::slice::from_ref(&globex.event_id));
+
+    let table = hookline(
+        &events,
+        &["dlq", "inspect", "--output", "table", "--tenant", "globex"],
+    )
+    .await;
+    let text = stdout(&table);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert_eq!(lines[1].find("globex"), lines[0].find("TENANT"), "{text}");
+
+    let summary = hookline(
+        &events,
+        &["dlq", "inspect", "--summary", "--output", "json"],
+    )
+    .await;
+    let summary: Value = serde_json::from_str(&stdout(&summary)).expect("summary JSON");
+    assert_eq!(summary["by_tenant"]["acme"], 2);
+    assert_eq!(summary["by_tenant"]["globex"], 1);
+
+    let dry = hookline(
+        &events,
+        &["dlq", "redrive", "--tenant", "acme", "--dry-run"],
+    )
+    .await;
+    assert!(dry.status.success(), "{}", stderr(&dry));
+    let dry_text = stdout(&dry);
+    assert!(
+        dry_text.contains(&format!(
+            "event {} endpoint ep-a tenant acme -> {events}\n",
+            acme[0].event_id
+        )),
+        "{dry_text}"
+    );
+    assert!(dry_text.contains("would redrive 2 records"), "{dry_text}");
+    assert_eq!(records_in(&events), Some(0), "a dry run sends nothing");
+
+    let run = hookline(&events, &["dlq", "redrive", "--tenant", "acme"]).await;
+    assert!(run.status.success(), "{}", stderr(&run));
+    assert!(
+        stdout(&run).contains("redrove 2 records; 0 already"),
+        "{}",
+        stdout(&run)
+    );
+    assert_eq!(records_in(&events), Some(2));
+    let open = json_lines(&hookline(&events, &["dlq", "inspect"]).await);
+    let mut left = vec![globex.event_id.clone(), direct.event_id.clone()];
+    left.sort();
+    assert_eq!(
+        ids(&open),
+        left,
+        "the other tenant and the direct delivery stay open"
     );
 }
 

@@ -146,6 +146,7 @@ pub fn envelope(endpoint: &str, event_type: &str, reason: ErrorReason, at_ms: i6
         dispatcher_id: "test".into(),
         original_payload_truncated: false,
         original_payload_size: None,
+        tenant_id: None,
     }
 }
 
