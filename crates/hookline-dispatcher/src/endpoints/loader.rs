@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use hookline_core::endpoint::EndpointConfig;
 use hookline_kafka::KafkaSettings;
-use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::consumer::{Consumer, ConsumerContext, StreamConsumer};
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 use serde::Deserialize;
@@ -70,20 +70,7 @@ pub async fn follow_topic(
     let topic_name = topic.to_owned();
     let ends = tokio::task::spawn_blocking(move || -> Result<BTreeMap<i32, i64>> {
         let timeout = Duration::from_secs(10);
-        let metadata = reader
-            .fetch_metadata(Some(&topic_name), timeout)
-            .map_err(|source| {
-                DispatchError::kafka("reading the endpoints topic's metadata", source)
-            })?;
-        let partitions: Vec<i32> = metadata
-            .topics()
-            .iter()
-            .filter(|t| t.name() == topic_name && t.error().is_none())
-            .flat_map(|t| t.partitions().iter().map(|p| p.id()))
-            .collect();
-        if partitions.is_empty() {
-            return Err(DispatchError::MissingTopic(topic_name));
-        }
+        let partitions = partitions_of(&*reader, &topic_name, timeout)?;
         let mut assignment = TopicPartitionList::new();
         let mut ends = BTreeMap::new();
         for partition in partitions {
@@ -144,6 +131,27 @@ pub async fn follow_topic(
             }
         }
     }))
+}
+
+/// The partitions of `topic` (a blocking call); a topic without any does not exist.
+pub(crate) fn partitions_of<C: ConsumerContext>(
+    consumer: &impl Consumer<C>,
+    topic: &str,
+    timeout: Duration,
+) -> Result<Vec<i32>> {
+    let metadata = consumer
+        .fetch_metadata(Some(topic), timeout)
+        .map_err(|source| DispatchError::kafka("reading a topic's metadata", source))?;
+    let partitions: Vec<i32> = metadata
+        .topics()
+        .iter()
+        .filter(|t| t.name() == topic && t.error().is_none())
+        .flat_map(|t| t.partitions().iter().map(|p| p.id()))
+        .collect();
+    if partitions.is_empty() {
+        return Err(DispatchError::MissingTopic(topic.to_owned()));
+    }
+    Ok(partitions)
 }
 
 /// Applies one record of the endpoints topic: a config replaces, a tombstone removes.

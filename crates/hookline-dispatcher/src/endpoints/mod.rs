@@ -3,5 +3,6 @@
 mod loader;
 mod table;
 
+pub(crate) use loader::partitions_of;
 pub use loader::{follow_topic, load_file};
 pub use table::{Endpoint, EndpointDefaults, EndpointTable};

@@ -5,11 +5,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rdkafka::consumer::{Consumer, ConsumerContext, StreamConsumer};
+use rdkafka::consumer::{ConsumerContext, StreamConsumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
 
+use crate::endpoints::partitions_of;
 use crate::error::{DispatchError, Result};
 
 /// How long one blocking call may take.
@@ -85,30 +86,14 @@ pub(super) async fn blocking<T: Send + 'static>(
         .map_err(|source| DispatchError::kafka("a fan-out transaction", source))
 }
 
-/// The partitions of `topic`.
-pub(super) async fn partitions_of<C: ConsumerContext + 'static>(
+/// The partitions of `topic`, off the async workers.
+pub(super) async fn partitions<C: ConsumerContext + 'static>(
     consumer: &Arc<StreamConsumer<C>>,
     topic: &str,
 ) -> Result<Vec<i32>> {
     let consumer = Arc::clone(consumer);
     let topic = topic.to_owned();
-    tokio::task::spawn_blocking(move || {
-        let metadata = consumer
-            .fetch_metadata(Some(&topic), CALL_TIMEOUT)
-            .map_err(|source| {
-                DispatchError::kafka("reading the endpoints topic's metadata", source)
-            })?;
-        let partitions: Vec<i32> = metadata
-            .topics()
-            .iter()
-            .filter(|t| t.name() == topic && t.error().is_none())
-            .flat_map(|t| t.partitions().iter().map(|p| p.id()))
-            .collect();
-        if partitions.is_empty() {
-            return Err(DispatchError::MissingTopic(topic));
-        }
-        Ok(partitions)
-    })
-    .await
-    .map_err(|error| DispatchError::Internal(format!("metadata task failed: {error}")))?
+    tokio::task::spawn_blocking(move || partitions_of(&*consumer, &topic, CALL_TIMEOUT))
+        .await
+        .map_err(|error| DispatchError::Internal(format!("metadata task failed: {error}")))?
 }

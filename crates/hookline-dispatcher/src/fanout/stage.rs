@@ -29,7 +29,7 @@ use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
 use tokio_util::sync::CancellationToken;
 
-use super::kafka::{CALL_TIMEOUT, blocking, owned_headers, partitions_of, send, settle};
+use super::kafka::{CALL_TIMEOUT, blocking, owned_headers, partitions, send, settle};
 use super::metrics::FanoutOutcome;
 use super::plan::{self, Encoding, Plan};
 use crate::endpoints::EndpointTable;
@@ -175,7 +175,7 @@ async fn session(stage: &Stage, shutdown: &CancellationToken) -> Result<()> {
         .map_err(|source| DispatchError::kafka("creating the fan-out producer", source))?;
     let consumer = Arc::new(consumer);
     let endpoint_partitions = match &settings.endpoints_topic {
-        Some(topic) => partitions_of(&consumer, topic).await?,
+        Some(topic) => partitions(&consumer, topic).await?,
         None => Vec::new(),
     };
     // Fences an earlier producer of this transactional id, aborting what it left open.
