@@ -224,6 +224,7 @@ async fn provisioning_creates_the_topics_with_their_configs_and_is_idempotent() 
     };
     let expected = [
         topics.events.clone(),
+        topics.fanout(),
         format!("{}.retry.200ms", topics.events),
         format!("{}.retry.5s", topics.events),
         topics.dlq(),
@@ -240,7 +241,7 @@ async fn provisioning_creates_the_topics_with_their_configs_and_is_idempotent() 
     assert!(first.existing.is_empty());
 
     let consumer: BaseConsumer = settings.client_config().create().expect("consumer");
-    for name in &expected[..4] {
+    for name in &expected[..5] {
         let metadata = consumer
             .fetch_metadata(Some(name), DEADLINE)
             .expect("metadata");
@@ -270,7 +271,12 @@ async fn provisioning_creates_the_topics_with_their_configs_and_is_idempotent() 
         Some("2592000000")
     );
     assert_eq!(
-        config(&expected[1], "retention.ms").await.as_deref(),
+        config(&topics.fanout(), "retention.ms").await.as_deref(),
+        Some("604800000"),
+        "tenant events are kept as long as events"
+    );
+    assert_eq!(
+        config(&expected[2], "retention.ms").await.as_deref(),
         Some("259200000")
     );
 

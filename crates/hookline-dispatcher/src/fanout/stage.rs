@@ -201,11 +201,7 @@ async fn session(stage: &Stage, shutdown: &CancellationToken) -> Result<()> {
             continue;
         }
         session.wait_for_endpoints(shutdown).await?;
-        let mut planned = Vec::with_capacity(batch.len());
-        for taken in batch {
-            planned.push(session.plan(taken, shutdown).await);
-        }
-        session.commit(planned, taken_at).await?;
+        session.commit(batch, taken_at, shutdown).await?;
     }
 }
 
@@ -366,11 +362,19 @@ impl Session<'_> {
 
     /// Writes the batch in transactions of at most `max_batch_deliveries` deliveries each
     /// (an event's deliveries are never split), each with the offsets of its events.
-    async fn commit(&self, planned: Vec<Planned>, taken_at: u64) -> Result<()> {
+    /// Events are planned as they are written, so that at most one transaction's
+    /// deliveries (and one event's) are held at once.
+    async fn commit(
+        &self,
+        batch: Vec<Taken>,
+        taken_at: u64,
+        shutdown: &CancellationToken,
+    ) -> Result<()> {
         let limit = self.stage.settings.fanout.max_batch_deliveries;
         let mut chunk = Vec::new();
         let mut size = 0;
-        for item in planned {
+        for taken in batch {
+            let item = self.plan(taken, shutdown).await;
             size += match &item.plan {
                 Plan::Deliver(deliveries) => deliveries.len(),
                 Plan::Park(_) => 1,
