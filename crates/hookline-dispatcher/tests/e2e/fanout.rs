@@ -240,3 +240,76 @@ async fn bad_tenant_events_are_parked_and_do_not_stop_the_fanout() {
     assert_eq!(h.metric("webhook_fanout_total{outcome=\"parked\"}"), 2);
     h.stop().await;
 }
+
+/// An Avro tenant event is fanned out as Avro: each delivery framed with the id of event
+/// schema v2, registered by the fan-out under the events topic's subject over a v1 schema
+/// with BACKWARD compatibility (v2 reads v1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn avro_tenant_events_become_avro_deliveries_of_schema_v2() {
+    use hookline_core::event::confluent_schema_id;
+    use hookline_core::schema::{WEBHOOK_EVENT_CURRENT, WEBHOOK_EVENT_V1};
+    use hookline_kafka::Compatibility;
+
+    let mut h = Harness::new("fanavro").await;
+    let subject = format!("{}-value", h.topics.events);
+    h.registry
+        .set_compatibility(&subject, Compatibility::Backward)
+        .await
+        .expect("compatibility set");
+    h.registry
+        .register(&subject, WEBHOOK_EVENT_V1)
+        .await
+        .expect("v1 registered");
+    let mut endpoints = Vec::new();
+    for name in ["a", "b"] {
+        let url = h.receiver.script(name, |_| Reply::Status(204));
+        endpoints.push((
+            name.to_owned(),
+            serde_json::json!({"url": url, "tenant": "acme"}),
+        ));
+    }
+    h.put_endpoints(endpoints).await;
+    h.start(h.fanout_config()).await;
+
+    let event = tenant_event("acme", "invoice.paid", &["eu"], 1);
+    let value = h
+        .registry
+        .encode_value(
+            &h.topics.fanout,
+            WEBHOOK_EVENT_CURRENT,
+            event.to_avro_value(),
+        )
+        .await
+        .expect("encoded");
+    h.producer
+        .send(
+            rdkafka::producer::FutureRecord::to(&h.topics.fanout)
+                .key("acme")
+                .payload(&value),
+            DEADLINE,
+        )
+        .await
+        .expect("written");
+    for name in ["a", "b"] {
+        h.wait_for_requests(name, 1).await;
+        assert_eq!(ids(&h, name), [event.event_id.as_str()]);
+        let body = &h.receiver.received(name)[0].body;
+        assert_eq!(&body[..], &event.payload[..], "the exact payload");
+    }
+    let v2 = h
+        .registry
+        .register(&subject, WEBHOOK_EVENT_CURRENT)
+        .await
+        .expect("v2 is registered (again: the same id)");
+    for record in read_all(&h.kafka, &h.topics.events, 2, DEADLINE).await {
+        let bytes = record.payload().expect("a value");
+        assert_eq!(confluent_schema_id(bytes), Some(v2));
+        let decoded = WebhookEvent::from_avro_value(h.registry.decode(bytes).await.expect("Avro"))
+            .expect("an event");
+        let key = String::from_utf8_lossy(record.key().expect("a key")).into_owned();
+        assert_eq!(decoded.endpoint_id.as_deref(), Some(key.as_str()));
+        assert_eq!(decoded.tenant_id.as_deref(), Some("acme"));
+        assert_eq!(decoded.channels, ["eu"]);
+    }
+    h.stop().await;
+}
