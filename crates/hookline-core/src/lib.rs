@@ -18,6 +18,7 @@ pub mod policy;
 pub mod schema;
 pub mod signing;
 pub mod state;
+pub mod subscription;
 pub mod trace;
 pub mod url_guard;
 
