@@ -1,4 +1,5 @@
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -123,7 +124,7 @@ fn remove_forgets_an_endpoint_and_its_empty_tenant() {
     index.remove("e2");
     assert!(index.is_empty());
     assert_eq!(index.tenants(), 0);
-    assert!(index.tenants.is_empty() && index.endpoints.is_empty());
+    assert!(index.is_drained());
 }
 
 #[test]
@@ -448,7 +449,7 @@ proptest! {
             index.remove(id);
         }
         prop_assert!(index.is_empty());
-        prop_assert!(index.tenants.is_empty());
+        prop_assert!(index.is_drained());
     }
 
     #[test]
