@@ -390,8 +390,10 @@ fn catalog() -> Vec<String> {
     pairs.chain(DEEP.iter().map(|t| (*t).to_owned())).collect()
 }
 
-/// `count` endpoints with ids like Svix's, each tenant given one and the rest skewed to the
-/// first tenants (the first of 10 000 gets about 1% of them); a mix of exact types, wildcards and all types, some with channels.
+/// `count` endpoints with ids like Svix's (`ep_` and 27 characters), each tenant given one
+/// and the rest skewed to the first tenants (the first of 10 000 gets about 1% of them).
+/// Types: 10% none, 5% `*`, 25% one or two `resource.*` (some with an exact type too), 60%
+/// one to six exact types; 30% have one to three channels (a region or `project_N`).
 fn subscriptions(
     rng: &mut StdRng,
     catalog: &[String],

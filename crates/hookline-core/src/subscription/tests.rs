@@ -438,7 +438,8 @@ proptest! {
             for (tenant, event_type, channels) in &queries {
                 let found = index.matches(tenant, event_type, channels);
                 let expected = reference_matches(&table, tenant, event_type, channels);
-                prop_assert_eq!(ids(&found), expected.iter().map(String::as_str).collect::<Vec<_>>());
+                let expected_ids: Vec<&str> = expected.iter().map(String::as_str).collect();
+                prop_assert_eq!(ids(&found), expected_ids);
                 for (id, sub) in &table {
                     let wants = sub.tenant == *tenant && sub.wants(event_type, channels);
                     prop_assert_eq!(wants, expected.contains(id));
