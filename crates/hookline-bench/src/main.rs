@@ -6,6 +6,7 @@
 
 mod baseline;
 mod fixture;
+mod index;
 mod machine;
 mod process;
 mod report;
@@ -15,7 +16,13 @@ mod sink;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use anyhow::Context as _;
 use clap::{Parser, Subcommand};
+
+/// Counts live heap bytes for `hookline-bench index`; otherwise `System` plus one relaxed
+/// load per call.
+#[global_allocator]
+static ALLOC: index::CountingAlloc = index::CountingAlloc;
 
 /// Throughput, peak memory and CPU of `hookline dispatch`, as ratios against a minimal
 /// Kafka-to-HTTP forwarder measured in the same run.
@@ -37,6 +44,9 @@ enum Command {
     /// The baseline forwarder, started by the benchmark itself.
     #[command(hide = true)]
     Baseline(baseline::BaselineArgs),
+    /// Heap bytes and lookup time of the subscription index against a plain table of the
+    /// same subscriptions (no Kafka).
+    Index(index::IndexArgs),
 }
 
 /// Options of a benchmark run.
@@ -97,19 +107,12 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("error: starting the async runtime: {error}");
-            return ExitCode::FAILURE;
-        }
+    let result = match cli.command {
+        // Outside the async runtime: nothing else allocates while the heap is measured.
+        Some(Command::Index(args)) => index::run(args),
+        Some(Command::Baseline(args)) => block_on(baseline::run(args)),
+        None => block_on(run::run(cli.bench)),
     };
-    let result = runtime.block_on(async move {
-        match cli.command {
-            Some(Command::Baseline(args)) => baseline::run(args).await,
-            None => run::run(cli.bench).await,
-        }
-    });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
@@ -117,4 +120,10 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Runs `future` to completion on a new multi-threaded runtime.
+fn block_on(future: impl Future<Output = anyhow::Result<()>>) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(future)
 }
