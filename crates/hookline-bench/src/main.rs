@@ -58,13 +58,20 @@ pub struct BenchArgs {
     /// Events in the backlog each contestant delivers.
     #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub events: u64,
-    /// Runs of each contestant, alternating (baseline, hookline, baseline, ...).
+    /// Runs of each contestant, alternating (baseline, hookline, fanout, baseline, ...).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=20))]
     pub rounds: u32,
     /// Deliveries in flight at once: hookline's per-endpoint concurrency and the
     /// baseline's bound.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub concurrency: u32,
+    /// Tenant events in the fan-out backlog, each delivered to every one of
+    /// `--fanout-endpoints` endpoints of one tenant; 0 skips the fan-out scenario.
+    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    pub fanout_events: u64,
+    /// Endpoints of the fan-out's tenant, each subscribed to every event type.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub fanout_endpoints: u64,
     /// Size of each event's JSON payload, in bytes (about).
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(16..=65_536))]
     pub payload_bytes: u64,

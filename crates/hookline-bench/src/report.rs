@@ -1,5 +1,5 @@
 //! The results: each run, the median and spread per contestant, the ratios
-//! hookline/baseline, as a table or as JSON.
+//! hookline/baseline and fan-out/direct hookline, as a table or as JSON.
 
 use std::fmt::Write as _;
 
@@ -13,8 +13,10 @@ use crate::machine::{Machine, Versions};
 pub enum Kind {
     /// The minimal forwarder.
     Baseline,
-    /// `hookline dispatch`.
+    /// `hookline dispatch` on the direct backlog.
     Hookline,
+    /// `hookline dispatch` on the fan-out backlog (tenant events to many endpoints).
+    Fanout,
 }
 
 impl Kind {
@@ -23,21 +25,29 @@ impl Kind {
         match self {
             Kind::Baseline => "baseline",
             Kind::Hookline => "hookline",
+            Kind::Fanout => "fanout",
         }
     }
 }
 
-/// One run of one contestant.
+/// One run of one contestant. In a fan-out run the events are tenant events, each
+/// delivered to every endpoint; in the others an event is one delivery.
 #[derive(Clone, Debug, Serialize)]
 pub struct RunResult {
     /// Who ran.
     pub contestant: Kind,
     /// Which round (from 1).
     pub round: u32,
-    /// From starting the process until the sink had every event, in seconds.
+    /// Events in the backlog.
+    pub events: u64,
+    /// Deliveries the sink waited for: `events`, or `events` × endpoints in a fan-out run.
+    pub deliveries: u64,
+    /// From starting the process until the sink had every delivery, in seconds.
     pub wall_s: f64,
     /// Events over `wall_s`.
     pub events_per_s: f64,
+    /// Deliveries over `wall_s`.
+    pub deliveries_per_s: f64,
     /// From starting the process until the first delivery, in seconds.
     pub first_delivery_s: f64,
     /// Events over the time from the first delivery to the last (start-up left out).
@@ -48,9 +58,11 @@ pub struct RunResult {
     pub cpu_s: f64,
     /// `cpu_s` per 1000 events, in milliseconds.
     pub cpu_ms_per_1k_events: f64,
-    /// HTTP requests the sink received (more than the events when some were repeated).
+    /// `cpu_s` per 1000 deliveries, in milliseconds.
+    pub cpu_ms_per_1k_deliveries: f64,
+    /// HTTP requests the sink received (more than the deliveries when some were repeated).
     pub requests: u64,
-    /// hookline's own counts (`/metrics`), for hookline's runs.
+    /// hookline's own counts (`/metrics`), for hookline's and the fan-out's runs.
     pub hookline_deliveries: Option<Deliveries>,
 }
 
@@ -63,6 +75,8 @@ pub struct Deliveries {
     pub retry_scheduled: u64,
     /// Parked in the DLQ.
     pub dlq: u64,
+    /// Deliveries the fan-out stage wrote (`webhook_fanout_deliveries_total`).
+    pub fanned_out: u64,
 }
 
 /// The median of a measure over the rounds, and its range.
@@ -104,10 +118,14 @@ impl Spread {
 pub struct Summary {
     /// Throughput, events per second.
     pub events_per_s: Spread,
+    /// Throughput, deliveries per second.
+    pub deliveries_per_s: Spread,
     /// Peak RSS, MiB.
     pub peak_rss_mib: Spread,
     /// CPU time per 1000 events, milliseconds.
     pub cpu_ms_per_1k_events: Spread,
+    /// CPU time per 1000 deliveries, milliseconds.
+    pub cpu_ms_per_1k_deliveries: Spread,
     /// Time to the first delivery, seconds.
     pub first_delivery_s: Spread,
     /// Throughput after the first delivery, events per second.
@@ -119,8 +137,10 @@ impl Summary {
         let mine = || runs.iter().filter(move |run| run.contestant == kind);
         Summary {
             events_per_s: Spread::of(mine().map(|run| run.events_per_s)),
+            deliveries_per_s: Spread::of(mine().map(|run| run.deliveries_per_s)),
             peak_rss_mib: Spread::of(mine().map(|run| run.peak_rss_mib)),
             cpu_ms_per_1k_events: Spread::of(mine().map(|run| run.cpu_ms_per_1k_events)),
+            cpu_ms_per_1k_deliveries: Spread::of(mine().map(|run| run.cpu_ms_per_1k_deliveries)),
             first_delivery_s: Spread::of(mine().map(|run| run.first_delivery_s)),
             after_first_events_per_s: Spread::of(mine().map(|run| run.after_first_events_per_s)),
         }
@@ -141,6 +161,18 @@ pub struct Ratios {
     pub throughput_after_first: f64,
 }
 
+/// The fan-out runs' medians over direct hookline's of the same run: above 1 means the
+/// fan-out delivers faster, or costs more per delivery.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct FanoutRatios {
+    /// Deliveries per second.
+    pub deliveries_per_s: f64,
+    /// CPU time per delivery.
+    pub cpu_per_delivery: f64,
+    /// Peak RSS.
+    pub peak_rss: f64,
+}
+
 /// What each contestant was given.
 #[derive(Clone, Debug, Serialize)]
 pub struct Workload {
@@ -154,6 +186,10 @@ pub struct Workload {
     pub payload_bytes: u64,
     /// Runs per contestant.
     pub rounds: u32,
+    /// Tenant events in the fan-out backlog; 0 when the fan-out scenario was skipped.
+    pub fanout_events: u64,
+    /// Endpoints of the fan-out's tenant, each subscribed to every event type.
+    pub fanout_endpoints: u64,
     /// `HOOKLINE_<SECTION>__<KEY>` variables that overrode the benchmark's dispatcher config.
     pub hookline_overrides: Vec<String>,
 }
@@ -177,6 +213,10 @@ pub struct Report {
     pub hookline: Summary,
     /// hookline / baseline, of the medians.
     pub ratios: Ratios,
+    /// The fan-out runs over their rounds, when there were any.
+    pub fanout: Option<Summary>,
+    /// fanout / direct hookline, of the medians, when there were fan-out runs.
+    pub fanout_ratios: Option<FanoutRatios>,
 }
 
 impl Report {
@@ -197,6 +237,16 @@ impl Report {
             throughput_after_first: hookline.after_first_events_per_s.median
                 / baseline.after_first_events_per_s.median,
         };
+        let fanout = runs
+            .iter()
+            .any(|run| run.contestant == Kind::Fanout)
+            .then(|| Summary::of(&runs, Kind::Fanout));
+        let fanout_ratios = fanout.as_ref().map(|fanout| FanoutRatios {
+            deliveries_per_s: fanout.deliveries_per_s.median / hookline.deliveries_per_s.median,
+            cpu_per_delivery: fanout.cpu_ms_per_1k_deliveries.median
+                / hookline.cpu_ms_per_1k_deliveries.median,
+            peak_rss: fanout.peak_rss_mib.median / hookline.peak_rss_mib.median,
+        });
         Report {
             date: jiff::Timestamp::now()
                 .round(jiff::Unit::Second)
@@ -211,6 +261,8 @@ impl Report {
             baseline,
             hookline,
             ratios,
+            fanout,
+            fanout_ratios,
         }
     }
 
@@ -244,9 +296,21 @@ impl Report {
         let _ = writeln!(
             out,
             "workload:  {} JSON events of {} B on {} partitions, 1 endpoint (local sink, 204), \
-             concurrency {}, {} rounds alternating",
+             concurrency {}, {} rounds alternating; hookline's fan-out stage on (idle: no \
+             tenant events)",
             w.events, w.payload_bytes, w.partitions, w.concurrency, w.rounds
         );
+        if self.fanout.is_some() {
+            let _ = writeln!(
+                out,
+                "fan-out:   {} tenant events of {} B to {} endpoints of one tenant = {} deliveries, \
+                 after each round's direct pair, each round on a fresh events topic",
+                w.fanout_events,
+                w.payload_bytes,
+                w.fanout_endpoints,
+                w.fanout_events.saturating_mul(w.fanout_endpoints)
+            );
+        }
         if !w.hookline_overrides.is_empty() {
             let _ = writeln!(
                 out,
@@ -285,27 +349,73 @@ impl Report {
             r.throughput, r.peak_rss, r.cpu_per_event, r.throughput_after_first
         );
         let _ = writeln!(out);
+        if let (Some(fanout), Some(r)) = (&self.fanout, &self.fanout_ratios) {
+            self.fanout_table(&mut out, fanout, r);
+        }
         let _ = writeln!(out, "runs:");
         for run in &self.runs {
+            let (rate, unit) = match run.contestant {
+                Kind::Baseline | Kind::Hookline => (run.events_per_s, "ev/s"),
+                Kind::Fanout => (run.deliveries_per_s, "deliveries/s"),
+            };
             let _ = writeln!(
                 out,
-                "  {} #{}  {:>6.2} s  {:>7.0} ev/s  {:>6.1} MiB  {:>6.2} s CPU  {} requests{}",
+                "  {:<8} #{}  {:>6.2} s  {:>7.0} {unit}  {:>6.1} MiB  {:>6.2} s CPU  {} requests{}",
                 run.contestant.name(),
                 run.round,
                 run.wall_s,
-                run.events_per_s,
+                rate,
                 run.peak_rss_mib,
                 run.cpu_s,
                 run.requests,
                 run.hookline_deliveries
                     .map(|d| format!(
-                        "; metrics: {} succeeded, {} retry_scheduled, {} dlq",
-                        d.succeeded, d.retry_scheduled, d.dlq
+                        "; metrics: {} succeeded, {} retry_scheduled, {} dlq{}",
+                        d.succeeded,
+                        d.retry_scheduled,
+                        d.dlq,
+                        if run.contestant == Kind::Fanout {
+                            format!(", {} fanned out", d.fanned_out)
+                        } else {
+                            String::new()
+                        }
                     ))
                     .unwrap_or_default()
             );
         }
         out
+    }
+
+    /// The fan-out's medians beside direct hookline's, per delivery, and their ratios.
+    fn fanout_table(&self, out: &mut String, fanout: &Summary, r: &FanoutRatios) {
+        let _ = writeln!(
+            out,
+            "{:<17} {:>26} {:>17} {:>26} {:>18}",
+            "median",
+            "throughput (deliveries/s)",
+            "peak RSS (MiB)",
+            "CPU ms / 1000 deliveries",
+            "1st delivery (s)"
+        );
+        for (name, s) in [("hookline direct", &self.hookline), ("fanout", fanout)] {
+            let _ = writeln!(
+                out,
+                "{:<17} {:>26} {:>17} {:>26} {:>18}",
+                name,
+                cell(&s.deliveries_per_s, 0),
+                cell(&s.peak_rss_mib, 1),
+                cell(&s.cpu_ms_per_1k_deliveries, 0),
+                format!("{:.2}", s.first_delivery_s.median),
+            );
+        }
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "fanout / direct hookline: deliveries/s {:.2}x, CPU per delivery {:.2}x   \
+             (peak RSS {:.2}x)",
+            r.deliveries_per_s, r.cpu_per_delivery, r.peak_rss
+        );
+        let _ = writeln!(out);
     }
 }
 
@@ -328,5 +438,96 @@ mod tests {
         assert_eq!((s.median, s.min, s.max), (2.0, 1.0, 3.0));
         assert_eq!(s.plus_minus_percent(), 50.0);
         assert_eq!(Spread::of([4.0, 1.0].into_iter()).median, 2.5);
+    }
+
+    /// A run of `kind` delivering `deliveries` in `wall_s` with `cpu_s` and `rss` MiB.
+    fn run(
+        kind: Kind,
+        round: u32,
+        deliveries: u64,
+        wall_s: f64,
+        cpu_s: f64,
+        rss: f64,
+    ) -> RunResult {
+        let events = match kind {
+            Kind::Fanout => deliveries / 100,
+            Kind::Baseline | Kind::Hookline => deliveries,
+        };
+        RunResult {
+            contestant: kind,
+            round,
+            events,
+            deliveries,
+            wall_s,
+            events_per_s: events as f64 / wall_s,
+            deliveries_per_s: deliveries as f64 / wall_s,
+            first_delivery_s: 0.5,
+            after_first_events_per_s: events as f64 / (wall_s - 0.5),
+            peak_rss_mib: rss,
+            cpu_s,
+            cpu_ms_per_1k_events: cpu_s * 1e6 / events as f64,
+            cpu_ms_per_1k_deliveries: cpu_s * 1e6 / deliveries as f64,
+            requests: deliveries,
+            hookline_deliveries: None,
+        }
+    }
+
+    fn report(runs: Vec<RunResult>) -> Report {
+        let machine = Machine {
+            nproc: 2,
+            cpu: "test".to_owned(),
+            memory_gib: 1.0,
+            kernel: "test".to_owned(),
+        };
+        let versions = Versions {
+            hookline: "hookline 0".to_owned(),
+            bench: "0".to_owned(),
+            librdkafka: "2".to_owned(),
+            rustc: None,
+            label: String::new(),
+        };
+        let workload = Workload {
+            events: 20_000,
+            partitions: 6,
+            concurrency: 16,
+            payload_bytes: 256,
+            rounds: 1,
+            fanout_events: 1_000,
+            fanout_endpoints: 100,
+            hookline_overrides: Vec::new(),
+        };
+        Report::new(machine, versions, workload, runs)
+    }
+
+    #[test]
+    fn fanout_ratios_are_per_delivery_against_direct_hookline() {
+        let report = report(vec![
+            run(Kind::Baseline, 1, 20_000, 1.0, 0.8, 30.0),
+            run(Kind::Hookline, 1, 20_000, 2.0, 1.6, 50.0),
+            run(Kind::Fanout, 1, 100_000, 20.0, 4.0, 75.0),
+        ]);
+        let r = report.fanout_ratios.expect("fan-out ratios");
+        // 5,000 deliveries/s against 10,000; 40 µs of CPU per delivery against 80.
+        assert!((r.deliveries_per_s - 0.5).abs() < 1e-9);
+        assert!((r.cpu_per_delivery - 0.5).abs() < 1e-9);
+        assert!((r.peak_rss - 1.5).abs() < 1e-9);
+        let table = report.table();
+        assert!(
+            table.contains("fanout / direct hookline: deliveries/s 0.50x, CPU per delivery 0.50x")
+        );
+        assert!(table.contains("fan-out stage on"));
+        assert!(table.lines().any(|line| line.starts_with("  fanout ")
+            && line.contains("#1")
+            && line.contains("deliveries/s")));
+    }
+
+    #[test]
+    fn no_fanout_runs_no_fanout_figures() {
+        let report = report(vec![
+            run(Kind::Baseline, 1, 20_000, 1.0, 0.8, 30.0),
+            run(Kind::Hookline, 1, 20_000, 2.0, 1.6, 50.0),
+        ]);
+        assert!(report.fanout.is_none() && report.fanout_ratios.is_none());
+        assert!(!report.table().contains("fanout / direct"));
     }
 }

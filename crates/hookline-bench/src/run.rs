@@ -1,15 +1,17 @@
-//! A benchmark run: the fixture, then each contestant `rounds` times, alternating, each from
-//! a fresh consumer group over the same backlog, then the report.
+//! A benchmark run: the fixtures, then `rounds` rounds, each from fresh consumer groups:
+//! the baseline and hookline over the same direct backlog, then (unless skipped) hookline
+//! over the fan-out backlog on the round's own events topic; then the report.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use hookline_kafka::KafkaSettings;
+use hookline_producer::Topics;
 use tokio::process::Command;
 
 use crate::BenchArgs;
-use crate::fixture::{self, Fixture};
+use crate::fixture::{self, FanoutFixture, Fixture};
 use crate::machine::{Machine, Versions};
 use crate::process::Contestant;
 use crate::report::{Deliveries, Kind, Report, RunResult, Workload};
@@ -21,6 +23,8 @@ const STOP_GRACE: Duration = Duration::from_secs(20);
 const HOOKLINE_MAX_PENDING: usize = 2048;
 /// A pause between runs, so that one run's shutdown does not weigh on the next.
 const SETTLE: Duration = Duration::from_secs(1);
+/// Most deliveries in one fan-out run.
+const MAX_FANOUT_DELIVERIES: u64 = 10_000_000;
 
 /// Runs the benchmark and prints the report.
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
@@ -41,6 +45,17 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         started.elapsed().as_secs_f64(),
         fixture.topics.events
     ));
+    let fanout = match fanout_fixture(&args, &kafka, &sink, payload_bytes).await {
+        Ok(fanout) => fanout,
+        Err(error) => {
+            if !args.keep_topics
+                && let Err(error) = fixture::remove(&kafka, &fixture.created, &[]).await
+            {
+                note(&format!("could not remove the fixture: {error:#}"));
+            }
+            return Err(error);
+        }
+    };
 
     let workdir = tempfile::Builder::new()
         .prefix("hookline-bench-")
@@ -51,6 +66,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         &args,
         &hookline,
         &fixture,
+        fanout.as_ref(),
         &sink,
         workdir.path(),
         &mut groups,
@@ -63,10 +79,16 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             workdir.keep().display()
         ));
     }
+    let mut topics = fixture.created.clone();
+    topics.extend(
+        fanout
+            .iter()
+            .flat_map(|fanout| fanout.created.iter().cloned()),
+    );
     if !args.keep_topics
-        && let Err(error) = fixture.remove(&kafka, &groups).await
+        && let Err(error) = fixture::remove(&kafka, &topics, &groups).await
     {
-        note(&format!("could not remove the fixture: {error:#}"));
+        note(&format!("could not remove the fixtures: {error:#}"));
     }
     let runs = measured?;
 
@@ -79,6 +101,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             concurrency: args.concurrency,
             payload_bytes: args.payload_bytes,
             rounds: args.rounds,
+            fanout_events: fanout.as_ref().map_or(0, |fanout| fanout.events),
+            fanout_endpoints: fanout.as_ref().map_or(0, |fanout| fanout.endpoints),
             hookline_overrides: hookline_overrides(),
         },
         runs,
@@ -91,22 +115,85 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The fan-out fixture, unless `--fanout-events 0` skips the scenario.
+async fn fanout_fixture(
+    args: &BenchArgs,
+    kafka: &KafkaSettings,
+    sink: &Sink,
+    payload_bytes: usize,
+) -> anyhow::Result<Option<FanoutFixture>> {
+    if args.fanout_events == 0 {
+        return Ok(None);
+    }
+    if args.fanout_events.saturating_mul(args.fanout_endpoints) > MAX_FANOUT_DELIVERIES {
+        bail!(
+            "--fanout-events times --fanout-endpoints must be at most {MAX_FANOUT_DELIVERIES} \
+             (the sink keeps every delivery's key)"
+        );
+    }
+    note(&format!(
+        "publishing {} tenant events for {} endpoints",
+        args.fanout_events, args.fanout_endpoints
+    ));
+    let started = Instant::now();
+    let fanout = FanoutFixture::create(
+        kafka,
+        &sink.url(),
+        args.fanout_events,
+        args.fanout_endpoints,
+        args.rounds,
+        payload_bytes,
+    )
+    .await
+    .context("setting up the fan-out fixture")?;
+    note(&format!(
+        "fan-out backlog ready in {:.1} s on {}",
+        started.elapsed().as_secs_f64(),
+        fanout.fanout_topic
+    ));
+    Ok(Some(fanout))
+}
+
 async fn rounds(
     args: &BenchArgs,
     hookline: &Path,
     fixture: &Fixture,
+    fanout: Option<&FanoutFixture>,
     sink: &Sink,
     workdir: &Path,
     groups: &mut Vec<String>,
 ) -> anyhow::Result<Vec<RunResult>> {
     let mut runs = Vec::new();
     for round in 1..=args.rounds {
-        for kind in [Kind::Baseline, Kind::Hookline] {
-            let group = format!("{}-{}-{round}", fixture.topics.events, kind.name());
+        let mut kinds = vec![Kind::Baseline, Kind::Hookline];
+        kinds.extend(fanout.map(|_| Kind::Fanout));
+        for kind in kinds {
+            let backlog = match kind {
+                Kind::Baseline | Kind::Hookline => Backlog {
+                    topics: fixture.topics.clone(),
+                    fanout_topic: None,
+                    events: fixture.events,
+                    deliveries: fixture.events,
+                },
+                Kind::Fanout => {
+                    let fanout = fanout.context("a fan-out run without its fixture")?;
+                    Backlog {
+                        topics: fanout.round_topics(round)?,
+                        fanout_topic: Some(&fanout.fanout_topic),
+                        events: fanout.events,
+                        deliveries: fanout.deliveries(),
+                    }
+                }
+            };
+            let group = format!("{}-{}-{round}", backlog.topics.events, kind.name());
             groups.push(group.clone());
+            if kind != Kind::Baseline {
+                // The fan-out stage's own group (idle in the direct runs).
+                groups.push(format!("{group}.fanout"));
+            }
             let run = Run {
                 args,
-                fixture,
+                backlog,
                 sink,
                 kind,
                 round,
@@ -116,17 +203,17 @@ async fn rounds(
             };
             let command = match kind {
                 Kind::Baseline => run.baseline_command()?,
-                Kind::Hookline => run.hookline_command(hookline)?,
+                Kind::Hookline | Kind::Fanout => run.hookline_command(hookline)?,
             };
             let result = run
                 .measure(command)
                 .await
                 .with_context(|| format!("{} run {round}", kind.name()))?;
             note(&format!(
-                "{} #{round}: {:.2} s, {:.0} events/s, {:.1} MiB peak RSS",
+                "{} #{round}: {:.2} s, {:.0} deliveries/s, {:.1} MiB peak RSS",
                 kind.name(),
                 result.wall_s,
-                result.events_per_s,
+                result.deliveries_per_s,
                 result.peak_rss_mib
             ));
             runs.push(result);
@@ -136,10 +223,23 @@ async fn rounds(
     Ok(runs)
 }
 
+/// What one run reads and must deliver.
+struct Backlog<'a> {
+    /// Its events topic and endpoint table.
+    topics: Topics,
+    /// The fan-out topic, in a fan-out run (the direct runs keep the default, which holds
+    /// no events).
+    fanout_topic: Option<&'a str>,
+    /// Events in the backlog.
+    events: u64,
+    /// Deliveries the sink waits for.
+    deliveries: u64,
+}
+
 /// One run of one contestant.
 struct Run<'a> {
     args: &'a BenchArgs,
-    fixture: &'a Fixture,
+    backlog: Backlog<'a>,
     sink: &'a Sink,
     kind: Kind,
     round: u32,
@@ -156,7 +256,7 @@ impl Run<'_> {
         command
             .arg("baseline")
             .args(["--bootstrap-servers", &self.args.bootstrap_servers])
-            .args(["--topic", &self.fixture.topics.events])
+            .args(["--topic", &self.backlog.topics.events])
             .args(["--group-id", &self.group])
             .args(["--url", &self.sink.url()])
             .args(["--concurrency", &self.args.concurrency.to_string()]);
@@ -164,15 +264,17 @@ impl Run<'_> {
     }
 
     fn hookline_command(&self, hookline: &Path) -> anyhow::Result<Command> {
-        let config = self.workdir.join(format!("hookline-{}.toml", self.round));
+        let config = self
+            .workdir
+            .join(format!("{}-{}.toml", self.kind.name(), self.round));
         std::fs::write(&config, self.hookline_config())
             .with_context(|| format!("writing {}", config.display()))?;
         let mut command = Command::new(hookline);
         command
             .args(["--bootstrap-servers", &self.args.bootstrap_servers])
             .args(["--registry-url", &self.args.registry_url])
-            .args(["--events-topic", &self.fixture.topics.events])
-            .args(["--endpoints-topic", &self.fixture.topics.endpoints])
+            .args(["--events-topic", &self.backlog.topics.events])
+            .args(["--endpoints-topic", &self.backlog.topics.endpoints])
             .arg("dispatch")
             .arg("--config")
             .arg(&config);
@@ -181,10 +283,16 @@ impl Run<'_> {
 
     /// The dispatcher's config: the fixture's topics, the same concurrency as the
     /// baseline, loopback allowed, an admin port to read its metrics from; everything else
-    /// at its default. `HOOKLINE_<SECTION>__<KEY>` variables still override this file (and
-    /// are listed in the report).
+    /// at its default, the fan-out stage included (a fan-out run names the fan-out topic,
+    /// as its events topic is the round's own). `HOOKLINE_<SECTION>__<KEY>` variables still
+    /// override this file (and are listed in the report).
     fn hookline_config(&self) -> String {
-        let topics = &self.fixture.topics;
+        let topics = &self.backlog.topics;
+        let fanout = self
+            .backlog
+            .fanout_topic
+            .map(|topic| format!("\n[fanout]\ntopic = \"{topic}\"\n"))
+            .unwrap_or_default();
         format!(
             r#"group_id = "{group}"
 shutdown_grace_ms = 10000
@@ -212,7 +320,7 @@ allow_loopback = true
 
 [admin]
 listen = "127.0.0.1:{admin}"
-"#,
+{fanout}"#,
             admin = self.admin_port,
             group = self.group,
             bootstrap = self.args.bootstrap_servers,
@@ -228,8 +336,8 @@ listen = "127.0.0.1:{admin}"
     }
 
     async fn measure(&self, command: Command) -> anyhow::Result<RunResult> {
-        let events = self.fixture.events;
-        self.sink.reset(events);
+        let (events, deliveries) = (self.backlog.events, self.backlog.deliveries);
+        self.sink.reset(deliveries);
         let log = self
             .workdir
             .join(format!("{}-{}.log", self.kind.name(), self.round));
@@ -239,13 +347,13 @@ listen = "127.0.0.1:{admin}"
         tokio::select! {
             all = self.sink.wait_all(timeout) => if !all {
                 bail!(
-                    "only {} of {events} events arrived within {timeout:?}\n{}",
+                    "only {} of {deliveries} deliveries arrived within {timeout:?}\n{}",
                     self.sink.seen().distinct,
                     contestant.log_tail()
                 );
             },
             exit = contestant.exited() => bail!(
-                "it exited ({}) before delivering every event\n{}",
+                "it exited ({}) before making every delivery\n{}",
                 exit.map_or_else(|error| error.to_string(), |status| status.to_string()),
                 contestant.log_tail()
             ),
@@ -253,7 +361,7 @@ listen = "127.0.0.1:{admin}"
         let sample = contestant.sample()?;
         let hookline_deliveries = match self.kind {
             Kind::Baseline => None,
-            Kind::Hookline => self.deliveries().await,
+            Kind::Hookline | Kind::Fanout => self.deliveries().await,
         };
         let status = contestant.terminate(STOP_GRACE).await?;
         if !status.success() {
@@ -267,27 +375,35 @@ listen = "127.0.0.1:{admin}"
         let since_start =
             |at: Option<Instant>| at.map_or(f64::NAN, |at| (at - started).as_secs_f64());
         let wall_s = since_start(seen.all_at);
+        // Per event: the deliveries after the first, over the deliveries each event makes.
+        let events_per_delivery = events as f64 / deliveries as f64;
         Ok(RunResult {
             contestant: self.kind,
             round: self.round,
+            events,
+            deliveries,
             wall_s,
             events_per_s: events as f64 / wall_s,
+            deliveries_per_s: deliveries as f64 / wall_s,
             first_delivery_s: since_start(seen.first_at),
             after_first_events_per_s: match (seen.first_at, seen.all_at) {
                 (Some(first), Some(all)) if all > first => {
-                    (events - 1) as f64 / (all - first).as_secs_f64()
+                    deliveries.saturating_sub(1) as f64 * events_per_delivery
+                        / (all - first).as_secs_f64()
                 }
                 _ => f64::NAN,
             },
             peak_rss_mib: sample.peak_rss_kib as f64 / 1024.0,
             cpu_s: sample.cpu_s,
             cpu_ms_per_1k_events: sample.cpu_s * 1000.0 / (events as f64 / 1000.0),
+            cpu_ms_per_1k_deliveries: sample.cpu_s * 1000.0 / (deliveries as f64 / 1000.0),
             requests: seen.requests,
             hookline_deliveries,
         })
     }
 
-    /// `webhook_delivery_total` by status, from hookline's admin port.
+    /// `webhook_delivery_total` by status and `webhook_fanout_deliveries_total`, from
+    /// hookline's admin port.
     async fn deliveries(&self) -> Option<Deliveries> {
         let text = reqwest::Client::builder()
             .no_proxy()
@@ -301,17 +417,19 @@ listen = "127.0.0.1:{admin}"
             .text()
             .await
             .ok()?;
-        let count = |status: &str| {
-            let series = format!("webhook_delivery_total{{status=\"{status}\"}} ");
+        let value = |series: &str| {
+            let prefix = format!("{series} ");
             text.lines()
-                .find_map(|line| line.strip_prefix(&series))
+                .find_map(|line| line.strip_prefix(&prefix))
                 .and_then(|value| value.trim().parse::<f64>().ok())
                 .map_or(0, |value| value as u64)
         };
+        let count = |status: &str| value(&format!("webhook_delivery_total{{status=\"{status}\"}}"));
         Some(Deliveries {
             succeeded: count("succeeded"),
             retry_scheduled: count("retry_scheduled"),
             dlq: count("dlq"),
+            fanned_out: value("webhook_fanout_deliveries_total"),
         })
     }
 }
