@@ -22,6 +22,7 @@ use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
 use crate::machine::Machine;
+use crate::report::Spread;
 
 static COUNTING: AtomicBool = AtomicBool::new(false);
 /// Live bytes allocated since counting began (wrapping: frees of earlier blocks subtract).
@@ -126,39 +127,6 @@ impl Compared {
             naive,
             ratio: index / naive,
         }
-    }
-}
-
-/// The median of a time over the rounds, and its range.
-#[derive(Clone, Copy, Debug, Serialize)]
-pub struct Spread {
-    /// The median.
-    pub median: f64,
-    /// The smallest value.
-    pub min: f64,
-    /// The largest value.
-    pub max: f64,
-}
-
-impl Spread {
-    fn of(mut values: Vec<f64>) -> Self {
-        values.sort_by(f64::total_cmp);
-        let n = values.len();
-        let median = match n {
-            0 => f64::NAN,
-            _ if n % 2 == 1 => values[n / 2],
-            _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
-        };
-        Spread {
-            median,
-            min: values.first().copied().unwrap_or(f64::NAN),
-            max: values.last().copied().unwrap_or(f64::NAN),
-        }
-    }
-
-    fn cell(&self) -> String {
-        let plus_minus = (self.max - self.min) / 2.0 / self.median * 100.0;
-        format!("{:.0} ±{plus_minus:.0}%", self.median)
     }
 }
 
@@ -530,7 +498,10 @@ fn time(
         }));
         naive_ns.push(mean_ns(lookups, |l| naive_matches(by_tenant, l).len()));
     }
-    let (index_ns, naive_ns) = (Spread::of(index_ns), Spread::of(naive_ns));
+    let (index_ns, naive_ns) = (
+        Spread::of(index_ns.into_iter()),
+        Spread::of(naive_ns.into_iter()),
+    );
     Ok(Timed {
         lookups: lookups.len() as u64,
         mean_matches: matched as f64 / lookups.len() as f64,

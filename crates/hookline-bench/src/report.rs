@@ -91,7 +91,7 @@ pub struct Spread {
 }
 
 impl Spread {
-    fn of(values: impl Iterator<Item = f64>) -> Self {
+    pub(crate) fn of(values: impl Iterator<Item = f64>) -> Self {
         let mut values: Vec<f64> = values.collect();
         values.sort_by(f64::total_cmp);
         let n = values.len();
@@ -110,6 +110,11 @@ impl Spread {
     /// Half the range, as a percentage of the median.
     fn plus_minus_percent(&self) -> f64 {
         (self.max - self.min) / 2.0 / self.median * 100.0
+    }
+
+    /// The median without decimals and ± half the range, e.g. `1581 ±23%`.
+    pub(crate) fn cell(&self) -> String {
+        format!("{:.0} ±{:.0}%", self.median, self.plus_minus_percent())
     }
 }
 
