@@ -41,6 +41,21 @@ fn dispatcher(name: &str, topics: &TestTopics, config: &Path, dir: &Path) -> Chi
         .expect("hookline dispatch starts")
 }
 
+/// Sends SIGTERM to `child` and waits (at most 30 s, its grace period) for it to exit.
+pub(crate) async fn terminate(child: &mut Child) -> std::process::ExitStatus {
+    let pid = child.id().expect("a running process").to_string();
+    let status = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .await
+        .expect("kill");
+    assert!(status.success(), "kill -TERM {pid}");
+    tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("it exits within its grace period")
+        .expect("exit status")
+}
+
 fn agents(receiver: &Receiver) -> HashSet<String> {
     receiver
         .received("ok")
@@ -157,18 +172,10 @@ listen = "127.0.0.1:0"
     .await;
 
     // SIGTERM the first mid-stream: it drains, commits and exits 0.
-    let pid = first.id().expect("a running process").to_string();
-    let status = Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .await
-        .expect("kill");
-    assert!(status.success());
-    let exit = tokio::time::timeout(Duration::from_secs(30), first.wait())
-        .await
-        .expect("the stopped replica exits within its grace period")
-        .expect("exit status");
-    assert!(exit.success(), "graceful stop exits 0, got {exit}");
+    assert!(
+        terminate(&mut first).await.success(),
+        "graceful stop exits 0"
+    );
 
     let before = receiver.count("ok");
     expected.extend(publish(200, 400).await);
@@ -193,17 +200,7 @@ listen = "127.0.0.1:0"
     .await;
     assert_eq!(expected.len(), 500);
 
-    let pid = third.id().expect("running").to_string();
-    Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .await
-        .expect("kill");
-    let exit = tokio::time::timeout(Duration::from_secs(30), third.wait())
-        .await
-        .expect("exits")
-        .expect("status");
-    assert!(exit.success());
+    assert!(terminate(&mut third).await.success());
 }
 
 /// Runs `hookline dispatch` with `env` and returns its exit status and stderr.

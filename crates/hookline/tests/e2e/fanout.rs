@@ -180,16 +180,7 @@ max_batch_events = 1
     assert_eq!(records.len(), total);
 
     for child in [&mut restarted, &mut dispatcher] {
-        let pid = child.id().expect("running").to_string();
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .await
-            .expect("kill");
-        let exit = tokio::time::timeout(Duration::from_secs(30), child.wait())
-            .await
-            .expect("exits")
-            .expect("status");
+        let exit = crate::dispatch::terminate(child).await;
         assert!(exit.success(), "graceful stop exits 0, got {exit}");
     }
 }
