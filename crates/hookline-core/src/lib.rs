@@ -16,6 +16,7 @@ pub mod event;
 pub mod headers;
 pub mod policy;
 pub mod schema;
+pub mod secret;
 pub mod signing;
 pub mod state;
 pub mod subscription;
