@@ -13,7 +13,7 @@ use hookline_core::signing::SigningKey;
 use hookline_core::url_guard::redact_url;
 use hookline_producer::{EndpointList, EndpointStore};
 
-use self::signing::{Signing, SigningArgs, public_keys};
+use self::signing::{Signing, SigningArgs, current_signing_keys, public_keys};
 use super::{Context, comma_list, parse_key_value};
 
 /// Arguments of `hookline endpoints`.
@@ -174,20 +174,6 @@ pub async fn run(args: EndpointsArgs, context: &Context) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// The signing keys endpoint `id` has now: `put` keeps them (the user never sees them to
-/// give them back), adding and removing only those its flags name.
-async fn current_signing_keys(store: &EndpointStore, id: &str) -> anyhow::Result<Vec<String>> {
-    let mut table = store.list().await?;
-    if table.unreadable.contains_key(id) {
-        eprintln!("warning: endpoint {id} has an invalid config; none of its signing keys is kept");
-    }
-    Ok(table
-        .endpoints
-        .remove(id)
-        .map(|config| config.signing_keys)
-        .unwrap_or_default())
 }
 
 /// The config `put` writes given the endpoint's current signing keys, and what it generated.

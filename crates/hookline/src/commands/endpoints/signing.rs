@@ -4,11 +4,15 @@
 //! printed, and the key itself never leaves the endpoint config.
 
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use hookline_core::endpoint::{EndpointConfig, MAX_SIGNING_KEYS};
 use hookline_core::secret::{Secret, is_reference};
 use hookline_core::signing::{SigningKey, SigningSecret, VerifyingKey};
+use hookline_producer::{EndpointStore, EndpointStoreError};
+use rdkafka::error::KafkaError;
+use rdkafka::types::RDKafkaErrorCode;
 
 /// The signing options of `endpoints put`.
 #[derive(Debug, clap::Args)]
@@ -162,6 +166,51 @@ impl SigningArgs {
     }
 }
 
+/// The signing keys endpoint `id` has now: `put` keeps them (the user never sees them to
+/// give them back), adding and removing only those its flags name. A table topic that does
+/// not exist has none (writing then fails as it always did).
+pub(super) async fn current_signing_keys(
+    store: &EndpointStore,
+    id: &str,
+) -> anyhow::Result<Vec<String>> {
+    // A topic just created answers without partition leaders for a moment.
+    let give_up = Instant::now() + LEADER_WAIT;
+    let mut table = loop {
+        match store.list().await {
+            Ok(table) => break table,
+            Err(EndpointStoreError::TopicMissing { .. }) => return Ok(Vec::new()),
+            Err(error) if no_leader_yet(&error) && Instant::now() < give_up => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(error) => return Err(error.into()),
+        }
+    };
+    if table.unreadable.contains_key(id) {
+        eprintln!("warning: endpoint {id} has an invalid config; none of its signing keys is kept");
+    }
+    Ok(table
+        .endpoints
+        .remove(id)
+        .map(|config| config.signing_keys)
+        .unwrap_or_default())
+}
+
+/// How long `put` waits for the partition leaders of a table topic just created.
+const LEADER_WAIT: Duration = Duration::from_secs(10);
+
+/// Whether reading the table failed only because a partition has no leader yet.
+fn no_leader_yet(error: &EndpointStoreError) -> bool {
+    matches!(
+        error,
+        EndpointStoreError::Read {
+            source: KafkaError::MetadataFetch(
+                RDKafkaErrorCode::LeaderNotAvailable | RDKafkaErrorCode::NotLeaderForPartition
+            ),
+            ..
+        }
+    )
+}
+
 /// The public keys of a config's signing keys, for listings (a key that does not parse
 /// shows as `whsk_…` and nothing more).
 pub(super) fn public_keys(config: &EndpointConfig) -> Vec<String> {
@@ -300,5 +349,23 @@ mod tests {
             ..EndpointConfig::new("https://a.example/hook", Vec::new())
         };
         assert_eq!(public_keys(&config), [WHPK, "whsk_…"]);
+    }
+
+    #[test]
+    fn only_a_missing_leader_is_waited_for() {
+        let read = |code| EndpointStoreError::Read {
+            topic: "t".into(),
+            source: KafkaError::MetadataFetch(code),
+        };
+        assert!(no_leader_yet(&read(RDKafkaErrorCode::LeaderNotAvailable)));
+        assert!(no_leader_yet(&read(
+            RDKafkaErrorCode::NotLeaderForPartition
+        )));
+        assert!(!no_leader_yet(&read(
+            RDKafkaErrorCode::TopicAuthorizationFailed
+        )));
+        assert!(!no_leader_yet(&EndpointStoreError::TopicMissing {
+            topic: "t".into()
+        }));
     }
 }
