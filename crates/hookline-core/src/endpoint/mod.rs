@@ -9,11 +9,12 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use crate::policy::{PolicyError, PolicyOverride};
-use crate::signing::{SigningError, SigningSecret};
+use crate::signing::{Signer, SigningError, SigningKey, SigningSecret};
 use crate::url_guard::{ParsedTarget, UrlError, redact_url};
 
 pub use config::{
-    EndpointConfig, MAX_DESCRIPTION_LEN, MAX_SECRETS, MAX_TIMEOUT_MS, MIN_RATE_PER_S,
+    EndpointConfig, MAX_DESCRIPTION_LEN, MAX_SECRETS, MAX_SIGNING_KEYS, MAX_TIMEOUT_MS,
+    MIN_RATE_PER_S,
 };
 
 /// An endpoint config that cannot be used, naming the field. Never shows a secret.
@@ -31,6 +32,15 @@ pub enum EndpointError {
         /// Its position in `secrets`.
         index: usize,
         /// What is wrong (never the secret itself).
+        #[source]
+        source: SigningError,
+    },
+    /// A signing key does not parse.
+    #[error("invalid `signing_keys[{index}]`: {source}")]
+    SigningKey {
+        /// Its position in `signing_keys`.
+        index: usize,
+        /// What is wrong (never the key itself).
         #[source]
         source: SigningError,
     },
@@ -54,6 +64,8 @@ pub struct Endpoint {
     pub target: ParsedTarget,
     /// Signing secrets; each signs every delivery.
     pub secrets: Vec<SigningSecret>,
+    /// Ed25519 signing keys (`v1a`); each signs every delivery beside the secrets.
+    pub signing_keys: Vec<SigningKey>,
     /// Whether deliveries are made; a disabled endpoint's deliveries go to the DLQ.
     pub enabled: bool,
     /// Most deliveries in flight to this endpoint at once.
@@ -78,6 +90,14 @@ impl fmt::Debug for Endpoint {
                 "secrets",
                 &format_args!("<{} redacted>", self.secrets.len()),
             )
+            .field(
+                "signing_keys",
+                &self
+                    .signing_keys
+                    .iter()
+                    .map(SigningKey::public_key)
+                    .collect::<Vec<_>>(),
+            )
             .field("enabled", &self.enabled)
             .field("max_concurrency", &self.max_concurrency)
             .field("rate_limit_per_s", &self.rate_limit_per_s)
@@ -86,5 +106,12 @@ impl fmt::Debug for Endpoint {
             .field("strict_ordering", &self.strict_ordering)
             .field("headers", &self.headers.keys().collect::<Vec<_>>())
             .finish()
+    }
+}
+
+impl Endpoint {
+    /// What its deliveries are signed with: every secret and every signing key.
+    pub fn signer(&self) -> Signer {
+        Signer::new(self.secrets.clone(), self.signing_keys.clone())
     }
 }

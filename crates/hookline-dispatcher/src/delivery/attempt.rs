@@ -27,7 +27,7 @@ pub(crate) async fn send(
         event,
         RequestParts {
             url: &target.url,
-            secrets: &endpoint.secrets,
+            signer: &endpoint.signer,
             endpoint_headers: &endpoint.headers,
             timestamp_s: now_ms() / 1000,
             traceparent: Some(&traceparent),

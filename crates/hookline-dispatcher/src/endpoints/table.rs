@@ -10,7 +10,7 @@ use std::time::Duration;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use hookline_core::endpoint::EndpointConfig;
 use hookline_core::policy::RetryPolicy;
-use hookline_core::signing::SigningSecret;
+use hookline_core::signing::Signer;
 use hookline_core::subscription::SubscriptionIndex;
 use tokio::sync::{Notify, Semaphore};
 
@@ -43,8 +43,8 @@ pub struct Endpoint {
     pub id: String,
     /// Its configuration as stored.
     pub config: EndpointConfig,
-    /// Its signing secrets, parsed.
-    pub secrets: Vec<SigningSecret>,
+    /// Its signing secrets and keys, parsed.
+    pub signer: Signer,
     /// Extra request headers.
     pub headers: Vec<(String, String)>,
     /// Its retry policy, with the endpoint's override applied.
@@ -167,11 +167,11 @@ impl EndpointTable {
             id: id.to_owned(),
             reason,
         };
-        // Validating converts too: the parsed secrets come with it.
-        let secrets = config
+        // Validating converts too: the parsed secrets and keys come with it.
+        let signer = config
             .to_endpoint()
             .map_err(|error| rejected(error.to_string()))?
-            .secrets;
+            .signer();
         let mut retry = match &config.retry {
             Some(over) => self.defaults.retry.with_override(over),
             None => self.defaults.retry,
@@ -237,7 +237,7 @@ impl EndpointTable {
         let endpoint = Endpoint {
             id: id.to_owned(),
             config,
-            secrets,
+            signer,
             headers,
             retry,
             timeout,

@@ -2,7 +2,7 @@
 //! signature, the event's own headers and the endpoint's. Pure: no I/O.
 
 use hookline_core::WebhookEvent;
-use hookline_core::signing::{SigningSecret, sign};
+use hookline_core::signing::Signer;
 
 /// One HTTP POST, ready to send.
 #[derive(Clone, Debug, PartialEq)]
@@ -20,8 +20,8 @@ pub struct OutboundRequest {
 pub struct RequestParts<'a> {
     /// The URL, chosen once when the event was validated.
     pub url: &'a str,
-    /// Signing secrets; several while one rotates, none for an unsigned endpoint.
-    pub secrets: &'a [SigningSecret],
+    /// Signing secrets and keys; several while one rotates, none for an unsigned endpoint.
+    pub signer: &'a Signer,
     /// Headers the endpoint's configuration adds to every request.
     pub endpoint_headers: &'a [(String, String)],
     /// The `webhook-timestamp`, in seconds since the epoch.
@@ -48,13 +48,10 @@ pub fn build_request(event: &WebhookEvent, parts: RequestParts<'_>) -> OutboundR
         "webhook-timestamp".to_owned(),
         parts.timestamp_s.to_string(),
     ));
-    if !parts.secrets.is_empty() {
-        let signature = sign(
-            parts.secrets,
-            &event.event_id,
-            parts.timestamp_s,
-            &event.payload,
-        );
+    if !parts.signer.is_empty() {
+        let signature = parts
+            .signer
+            .sign(&event.event_id, parts.timestamp_s, &event.payload);
         headers.push(("webhook-signature".to_owned(), signature));
     }
     headers.push(("webhook-attempt".to_owned(), parts.attempt.to_string()));
@@ -71,6 +68,8 @@ pub fn build_request(event: &WebhookEvent, parts: RequestParts<'_>) -> OutboundR
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
+
+    use hookline_core::signing::{SigningKey, SigningSecret, verify, verify_v1a};
 
     use super::*;
 
@@ -102,11 +101,12 @@ mod tests {
         let secret: SigningSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
             .parse()
             .expect("valid secret");
+        let signer = Signer::new(vec![secret], Vec::new());
         let request = build_request(
             &event(),
             RequestParts {
                 url: "https://example.com/hook",
-                secrets: &[secret],
+                signer: &signer,
                 endpoint_headers: &[],
                 timestamp_s: 1_614_265_330,
                 traceparent: None,
@@ -133,7 +133,7 @@ mod tests {
             &event(),
             RequestParts {
                 url: "https://override.example/hook",
-                secrets: &[],
+                signer: &Signer::default(),
                 endpoint_headers: &[],
                 timestamp_s: 1,
                 traceparent: Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"),
@@ -144,5 +144,59 @@ mod tests {
         assert_eq!(request.url, "https://override.example/hook");
         assert_eq!(header(&request, "webhook-attempt"), Some("3"));
         assert!(header(&request, "traceparent").is_some());
+    }
+
+    #[test]
+    fn signs_with_every_secret_and_every_key() {
+        let secret: SigningSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+            .parse()
+            .expect("valid secret");
+        let key: SigningKey = "whsk_6Xb/dCcHpPea21PS1N9VY/NZW723CEc77N4rJCubMbfVKIDij2HKpMKkioLlX0dRqSKJp4AJ6p9lMicMFs6Kvg=="
+            .parse()
+            .expect("valid key");
+        let signer = Signer::new(vec![secret.clone()], vec![key.clone()]);
+        let request = build_request(
+            &event(),
+            RequestParts {
+                url: "https://example.com/hook",
+                signer: &signer,
+                endpoint_headers: &[],
+                timestamp_s: 1_614_265_330,
+                traceparent: None,
+                attempt: 1,
+            },
+        );
+        // Svix's published v1a signature of this message with this key.
+        assert_eq!(
+            header(&request, "webhook-signature"),
+            Some(
+                "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE= \
+                 v1a,hnO3f9T8Ytu9HwrXslvumlUpqtNVqkhqw/enGzPCXe5BdqzCInXqYXFymVJaA7AZdpXwVLPo3mNl8EM+m7TBAg=="
+            )
+        );
+        let header = header(&request, "webhook-signature").unwrap_or_default();
+        let (id, ts) = ("msg_p5jXN8AQM9LWM0D4loKWxJek", 1_614_265_330);
+        verify(&[secret], id, ts, &request.body, header).expect("v1 verifies");
+        verify_v1a(&[key.public_key()], id, ts, &request.body, header).expect("v1a verifies");
+        let keys_only = Signer::new(Vec::new(), vec![key]);
+        let request = build_request(
+            &event(),
+            RequestParts {
+                signer: &keys_only,
+                url: "https://example.com/hook",
+                endpoint_headers: &[],
+                timestamp_s: 1_614_265_330,
+                traceparent: None,
+                attempt: 1,
+            },
+        );
+        assert!(
+            header_of(&request).starts_with("v1a,") && !header_of(&request).contains(' '),
+            "an endpoint with keys only is signed"
+        );
+    }
+
+    fn header_of(request: &OutboundRequest) -> &str {
+        header(request, "webhook-signature").unwrap_or_default()
     }
 }

@@ -1,6 +1,7 @@
 //! End-to-end tests of the `hookline` binary, one test binary, against the real local stack.
 
 mod cli;
+mod cli_signing;
 mod dispatch;
 mod dlq_cli;
 mod fanout;

@@ -10,10 +10,13 @@ use crate::fuzz::{
 };
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+const WHSK: &str =
+    "whsk_6Xb/dCcHpPea21PS1N9VY/NZW723CEc77N4rJCubMbfVKIDij2HKpMKkioLlX0dRqSKJp4AJ6p9lMicMFs6Kvg==";
 
 const FIELDS: &[&str] = &[
     "url",
     "secrets",
+    "signing_keys",
     "enabled",
     "max_concurrency",
     "rate_limit_per_s",
@@ -56,11 +59,21 @@ fn secret() -> impl Strategy<Value = String> {
     ]
 }
 
+fn signing_key() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just(WHSK.to_owned()),
+        "whsk_[A-Za-z0-9+/=]{0,100}",
+        "whpk_[A-Za-z0-9+/=]{0,50}",
+        any::<String>(),
+    ]
+}
+
 /// A valid config, field by field as raw JSON, with `retry` edited.
 fn valid_fields(retry: String) -> Vec<(&'static str, String)> {
     vec![
         ("url", json("https://example.com/hook")),
         ("secrets", format!("[{}]", json(SECRET))),
+        ("signing_keys", format!("[{}]", json(WHSK))),
         ("enabled", "true".to_owned()),
         ("max_concurrency", "4".to_owned()),
         ("rate_limit_per_s", "2.5".to_owned()),
@@ -121,10 +134,15 @@ proptest! {
         retry in retry(),
         url in url(),
         secrets in proptest::collection::vec(secret(), 0..12),
+        keys in proptest::collection::vec(signing_key(), 0..12),
         edits in object_edits(FIELDS),
     ) {
         let mut fields = valid_fields(retry);
         fields[0].1 = json(&url);
+        if !keys.is_empty() {
+            let keys: Vec<String> = keys.iter().map(|k| json(k)).collect();
+            fields[2].1 = format!("[{}]", keys.join(","));
+        }
         if !secrets.is_empty() {
             let secrets: Vec<String> = secrets.iter().map(|s| json(s)).collect();
             fields[1].1 = format!("[{}]", secrets.join(","));

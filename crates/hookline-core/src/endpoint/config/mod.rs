@@ -1,5 +1,9 @@
 //! The user-facing endpoint config: the JSON value of a `webhook-endpoints` record.
 
+mod signing;
+
+pub use signing::MAX_SIGNING_KEYS;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::num::NonZeroU32;
@@ -11,7 +15,6 @@ use super::{Endpoint, EndpointError};
 use crate::event::{MAX_HEADER_VALUE_LEN, MAX_HEADERS, MAX_ID_LEN};
 use crate::http_field::{is_field_value, is_reserved, is_token};
 use crate::policy::PolicyOverride;
-use crate::signing::SigningSecret;
 use crate::subscription::{
     MAX_CHANNELS, MAX_EVENT_TYPES, Subscription, check_channel, check_pattern,
 };
@@ -32,8 +35,13 @@ pub const MIN_RATE_PER_S: f64 = 0.001;
 pub struct EndpointConfig {
     /// Where deliveries are POSTed: an http or https URL without user info.
     pub url: String,
-    /// Signing secrets `whsec_<base64>`; each signs every delivery (rotation). 1 to 10.
+    /// Signing secrets `whsec_<base64>`; each signs every delivery (rotation). At most 10;
+    /// an endpoint needs at least one secret or one signing key.
     pub secrets: Vec<String>,
+    /// Ed25519 signing keys `whsk_<base64>` (`v1a`); each signs every delivery beside the
+    /// secrets. At most 10. Default none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub signing_keys: Vec<String>,
     /// Whether deliveries are made; deliveries to a disabled endpoint go to the DLQ. Default true.
     #[serde(default = "default_enabled")]
     pub enabled: bool,
@@ -92,6 +100,7 @@ impl EndpointConfig {
         EndpointConfig {
             url: url.into(),
             secrets,
+            signing_keys: Vec::new(),
             enabled: true,
             max_concurrency: None,
             rate_limit_per_s: None,
@@ -135,23 +144,7 @@ impl EndpointConfig {
     /// Validates and converts into the run-time form.
     pub fn to_endpoint(&self) -> Result<Endpoint, EndpointError> {
         let target = check_url(&self.url).map_err(EndpointError::Url)?;
-        if self.secrets.is_empty() {
-            return Err(invalid("secrets", "needs at least one `whsec_` secret"));
-        }
-        if self.secrets.len() > MAX_SECRETS {
-            return Err(invalid(
-                "secrets",
-                format!("has more than {MAX_SECRETS} secrets"),
-            ));
-        }
-        let secrets = self
-            .secrets
-            .iter()
-            .enumerate()
-            .map(|(index, s)| {
-                SigningSecret::parse(s).map_err(|source| EndpointError::Secret { index, source })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let (secrets, signing_keys) = self.signing()?;
         let max_concurrency = self
             .max_concurrency
             .map(|n| {
@@ -183,6 +176,7 @@ impl EndpointConfig {
         Ok(Endpoint {
             target,
             secrets,
+            signing_keys,
             enabled: self.enabled,
             max_concurrency,
             rate_limit_per_s: self.rate_limit_per_s,
@@ -282,6 +276,10 @@ impl fmt::Debug for EndpointConfig {
             .field(
                 "secrets",
                 &format_args!("<{} redacted>", self.secrets.len()),
+            )
+            .field(
+                "signing_keys",
+                &format_args!("<{} redacted>", self.signing_keys.len()),
             )
             .field("enabled", &self.enabled)
             .field("max_concurrency", &self.max_concurrency)

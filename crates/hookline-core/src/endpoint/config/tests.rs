@@ -14,6 +14,7 @@ fn field_of(f: impl FnOnce(&mut EndpointConfig)) -> String {
         Err(EndpointError::Invalid { field, .. }) => field,
         Err(EndpointError::Url(_)) => "url".into(),
         Err(EndpointError::Secret { index, .. }) => format!("secrets[{index}]"),
+        Err(EndpointError::SigningKey { index, .. }) => format!("signing_keys[{index}]"),
         Err(EndpointError::Retry(e)) => e.to_string(),
         Err(EndpointError::Json(e)) => panic!("unexpected JSON error {e}"),
         Ok(()) => panic!("expected an error"),

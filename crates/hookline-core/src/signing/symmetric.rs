@@ -1,9 +1,7 @@
-//! Standard Webhooks signatures: `webhook-signature: v1,<base64 HMAC-SHA256>` of
-//! `{webhook-id}.{webhook-timestamp}.{body}`, one per secret during rotation.
+//! Symmetric `v1` signatures: `v1,<base64 HMAC-SHA256>` with a `whsec_` secret.
 
 use std::fmt;
 use std::str::FromStr;
-use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -11,54 +9,16 @@ use hmac::{Hmac, Mac};
 use rand::Rng;
 use sha2::Sha256;
 
-type HmacSha256 = Hmac<Sha256>;
+use super::{
+    MAX_SECRET_LEN, MIN_SECRET_LEN, SECRET_PREFIX, SigningError, WEBHOOK_ID, WEBHOOK_SIGNATURE,
+    WEBHOOK_TIMESTAMP, signatures_of,
+};
 
-/// Header carrying the event id.
-pub const WEBHOOK_ID: &str = "webhook-id";
-/// Header carrying the signing time, epoch seconds.
-pub const WEBHOOK_TIMESTAMP: &str = "webhook-timestamp";
-/// Header carrying the signatures.
-pub const WEBHOOK_SIGNATURE: &str = "webhook-signature";
-/// Prefix of a symmetric secret's text form.
-pub const SECRET_PREFIX: &str = "whsec_";
-/// Shortest secret key accepted, in bytes (the specification's lower bound).
-pub const MIN_SECRET_LEN: usize = 24;
-/// Longest secret key accepted, in bytes (the specification's upper bound).
-pub const MAX_SECRET_LEN: usize = 64;
-/// How far a receiver should accept `webhook-timestamp` from its clock.
-pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(5 * 60);
+type HmacSha256 = Hmac<Sha256>;
 
 /// A symmetric signing key, written `whsec_<base64>`. Its `Debug` never shows the key.
 #[derive(Clone)]
 pub struct SigningSecret(Vec<u8>);
-
-/// A secret that cannot be used, or a signature that does not verify.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SigningError {
-    /// The secret does not start with `whsec_`.
-    #[error("signing secret must start with `whsec_`")]
-    MissingPrefix,
-    /// The part after `whsec_` is not base64.
-    #[error("signing secret is not valid base64 after `whsec_`")]
-    Base64(#[source] base64::DecodeError),
-    /// The key is too short or too long.
-    #[error("signing secret key is {len} bytes; it must be {MIN_SECRET_LEN} to {MAX_SECRET_LEN}")]
-    KeyLength {
-        /// The key length in bytes.
-        len: usize,
-    },
-    /// No `v1` signature in the header matches any secret.
-    #[error("no signature matches")]
-    NoMatch,
-    /// The timestamp is too far from the receiver's clock.
-    #[error("webhook timestamp {timestamp_s} is too far from now ({now_s})")]
-    Timestamp {
-        /// The signed timestamp, epoch seconds.
-        timestamp_s: i64,
-        /// The receiver's clock, epoch seconds.
-        now_s: i64,
-    },
-}
 
 impl SigningSecret {
     /// Parses `whsec_<base64 key>`.
@@ -148,7 +108,7 @@ pub fn signature_headers(
 
 /// Checks a `webhook-signature` value as a receiver would: `Ok` when any `v1` signature in
 /// it matches any secret (compared in constant time). Other versions are ignored. Check
-/// the timestamp separately with [`check_timestamp`].
+/// the timestamp separately with [`check_timestamp`](super::check_timestamp).
 pub fn verify(
     secrets: &[SigningSecret],
     msg_id: &str,
@@ -156,12 +116,7 @@ pub fn verify(
     body: &[u8],
     signature_header: &str,
 ) -> Result<(), SigningError> {
-    let candidates: Vec<Vec<u8>> = signature_header
-        .split_whitespace()
-        .filter_map(|part| part.split_once(','))
-        .filter(|(version, _)| *version == "v1")
-        .filter_map(|(_, sig)| BASE64.decode(sig).ok())
-        .collect();
+    let candidates: Vec<Vec<u8>> = signatures_of(signature_header, "v1").collect();
     let matched = secrets.iter().any(|secret| {
         candidates.iter().any(|sig| {
             secret
@@ -177,22 +132,9 @@ pub fn verify(
     }
 }
 
-/// Whether a signed timestamp is within `tolerance` of the receiver's clock.
-pub fn check_timestamp(
-    timestamp_s: i64,
-    now_s: i64,
-    tolerance: Duration,
-) -> Result<(), SigningError> {
-    let skew = timestamp_s.abs_diff(now_s);
-    if skew <= tolerance.as_secs() {
-        Ok(())
-    } else {
-        Err(SigningError::Timestamp { timestamp_s, now_s })
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::{DEFAULT_TOLERANCE, check_timestamp};
     use super::*;
     use rand::SeedableRng;
     use rand::rngs::StdRng;
