@@ -62,6 +62,17 @@ pub async fn run(args: DispatchArgs, context: &Context, role: Role) -> anyhow::R
     if context.registry.url != DispatcherConfig::default().registry.url {
         config.registry.url = context.registry.url.clone();
     }
+    // Credentials given as options replace the file's as a whole (basic and bearer are
+    // exclusive).
+    let cli = &context.registry;
+    if cli.username.is_some() || cli.password.is_some() || cli.token.is_some() {
+        config.registry.username = cli.username.clone();
+        config.registry.password = cli.password.clone();
+        config.registry.token = cli.token.clone();
+    }
+    if let Some(ca_file) = &cli.ca_file {
+        config.registry.ca_file = Some(ca_file.clone());
+    }
     if context.topics.events != DEFAULT_EVENTS_TOPIC {
         config.topics.events = context.topics.events.clone();
     }
