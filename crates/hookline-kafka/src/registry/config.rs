@@ -87,6 +87,13 @@ pub enum RegistrySettingsError {
          and `registry.password` (or `registry.token`) instead"
     )]
     UserInfo,
+    /// The URL has a query or a fragment (paths are appended to the base URL, and a query
+    /// is no place for a credential).
+    #[error("`registry.url` must not have a query or fragment: {url}")]
+    Query {
+        /// The URL, redacted.
+        url: String,
+    },
     /// Basic and bearer authentication at once.
     #[error(
         "`registry.token` cannot be used with `registry.username`/`registry.password`: choose \
@@ -129,7 +136,9 @@ impl RegistrySettingsError {
     /// The setting at fault, as a dotted path.
     pub fn field(&self) -> &'static str {
         match self {
-            RegistrySettingsError::Url { .. } | RegistrySettingsError::UserInfo => "registry.url",
+            RegistrySettingsError::Url { .. }
+            | RegistrySettingsError::UserInfo
+            | RegistrySettingsError::Query { .. } => "registry.url",
             RegistrySettingsError::BasicAndBearer => "registry.token",
             RegistrySettingsError::UsernameWithoutPassword => "registry.password",
             RegistrySettingsError::PasswordWithoutUsername => "registry.username",
@@ -183,6 +192,11 @@ impl RegistrySettings {
         }
         if !matches!(parsed.scheme(), "http" | "https") {
             return Err(RegistrySettingsError::Url {
+                url: redact_url(url),
+            });
+        }
+        if parsed.query().is_some() || parsed.fragment().is_some() {
+            return Err(RegistrySettingsError::Query {
                 url: redact_url(url),
             });
         }
@@ -329,6 +343,13 @@ mod tests {
             (
                 RegistrySettings {
                     url: "ftp://registry.example.com".to_owned(),
+                    ..settings()
+                },
+                "registry.url",
+            ),
+            (
+                RegistrySettings {
+                    url: format!("https://registry.example.com/apis?api_key={TOKEN}"),
                     ..settings()
                 },
                 "registry.url",

@@ -146,7 +146,9 @@ impl Registry {
     /// A request to `<base URL><path>`, with the credentials (reqwest marks the
     /// `Authorization` header sensitive).
     fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
-        let request = self.http.request(method, format!("{}{path}", self.base_url));
+        let request = self
+            .http
+            .request(method, format!("{}{path}", self.base_url));
         match &self.auth {
             Auth::None => request,
             Auth::Basic { username, password } => {
