@@ -3,9 +3,11 @@
 //! without the expected `Authorization` header, forwards the others to the registry, and
 //! counts both.
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
@@ -13,6 +15,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
 use tokio_native_tls::{TlsAcceptor, TlsStream};
 use tokio_util::sync::CancellationToken;
 
@@ -96,7 +99,7 @@ impl AuthProxy {
             .with_state(Arc::clone(&shared));
         let stop = CancellationToken::new();
         let until = stop.clone();
-        let listener = TlsListener { listener, acceptor };
+        let listener = TlsListener::start(listener, acceptor, stop.clone());
         tokio::spawn(async move {
             let _ = axum::serve(listener, app)
                 .with_graceful_shutdown(until.cancelled_owned())
@@ -226,30 +229,57 @@ fn tls_acceptor() -> (TlsAcceptor, String) {
     (TlsAcceptor::from(acceptor), ca.pem())
 }
 
-/// TCP connections on the listener, after their TLS handshake (failed handshakes, such as a
-/// client that does not trust the CA, are dropped).
+/// TCP connections on the listener, after their TLS handshake. Handshakes run in tasks of
+/// their own, so that a slow one holds no other connection up; failed ones (a client that
+/// does not trust the CA) are dropped.
 struct TlsListener {
-    listener: TcpListener,
-    acceptor: TlsAcceptor,
+    ready: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
+    addr: SocketAddr,
 }
+
+impl TlsListener {
+    fn start(listener: TcpListener, acceptor: TlsAcceptor, stop: CancellationToken) -> Self {
+        let addr = listener.local_addr().expect("bound address");
+        let (send, ready) = mpsc::channel(64);
+        let acceptor = Arc::new(acceptor);
+        tokio::spawn(async move {
+            loop {
+                let accepted = tokio::select! {
+                    () = stop.cancelled() => return,
+                    accepted = listener.accept() => accepted,
+                };
+                let Ok((stream, peer)) = accepted else {
+                    continue;
+                };
+                let (acceptor, send) = (Arc::clone(&acceptor), send.clone());
+                tokio::spawn(async move {
+                    let handshake = tokio::time::timeout(HANDSHAKE, acceptor.accept(stream));
+                    if let Ok(Ok(tls)) = handshake.await {
+                        let _ = send.send((tls, peer)).await;
+                    }
+                });
+            }
+        });
+        TlsListener { ready, addr }
+    }
+}
+
+const HANDSHAKE: Duration = Duration::from_secs(10);
 
 impl axum::serve::Listener for TlsListener {
     type Io = TlsStream<TcpStream>;
-    type Addr = std::net::SocketAddr;
+    type Addr = SocketAddr;
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        loop {
-            let Ok((stream, addr)) = self.listener.accept().await else {
-                continue;
-            };
-            if let Ok(tls) = self.acceptor.accept(stream).await {
-                return (tls, addr);
-            }
+        match self.ready.recv().await {
+            Some(ready) => ready,
+            // The accepting task stopped with the proxy: no more connections.
+            None => std::future::pending().await,
         }
     }
 
     fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        self.listener.local_addr()
+        Ok(self.addr)
     }
 }
 
