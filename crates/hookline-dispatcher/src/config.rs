@@ -21,7 +21,9 @@ use crate::error::{DispatchError, Result};
 pub struct DispatcherConfig {
     /// How to reach Kafka (`bootstrap_servers`, extra librdkafka `properties`).
     pub kafka: KafkaSettings,
-    /// How to reach the schema registry (`url` of the Confluent-compatible API).
+    /// How to reach the schema registry: `url` of the Confluent-compatible API, `timeout_ms`,
+    /// `username` + `password` (basic) or `token` (bearer), `ca_file` (extra root
+    /// certificates, PEM). `password` and `token` take `${env:NAME}`/`${file:PATH}`.
     pub registry: RegistrySettings,
     /// Topic names and retry tiers.
     pub topics: TopicsConfig,
@@ -562,3 +564,6 @@ mod tests {
 
 #[cfg(test)]
 pub(crate) mod fuzz;
+
+#[cfg(test)]
+mod registry_tests;

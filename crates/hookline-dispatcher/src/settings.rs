@@ -92,13 +92,11 @@ impl DispatcherConfig {
             }
         }
         non_empty("kafka.bootstrap_servers", &self.kafka.bootstrap_servers)?;
-        if !(self.registry.url.starts_with("http://") || self.registry.url.starts_with("https://"))
-        {
-            return Err(DispatchError::config(
-                "registry.url",
-                "must be an http(s) URL",
-            ));
-        }
+        // The URL (without credentials), the credentials and the CA file; the error names
+        // the field and never a secret.
+        self.registry
+            .validate()
+            .map_err(|error| DispatchError::Registry(error.into()))?;
         positive("http.timeout_ms", self.http.timeout_ms)?;
         positive(
             "concurrency.max_in_flight",

@@ -3,7 +3,7 @@
 use rdkafka::error::KafkaError;
 use schema_registry_converter::error::SRCError;
 
-use crate::registry::SchemaRefusal;
+use crate::registry::{RegistrySettingsError, SchemaRefusal};
 
 /// A `Result` with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -28,10 +28,13 @@ pub enum Error {
         /// The broker's error code.
         code: rdkafka::types::RDKafkaErrorCode,
     },
+    /// The registry settings cannot be used (the message names the field).
+    #[error(transparent)]
+    RegistrySettings(#[from] RegistrySettingsError),
     /// The registry could not be reached or answered with an error.
     #[error("schema registry at {url}: {context}")]
     RegistryHttp {
-        /// The registry's base URL.
+        /// The registry's base URL, redacted (no user info, no query).
         url: String,
         /// What hookline was doing.
         context: String,
@@ -106,7 +109,7 @@ impl Error {
     pub fn is_transient(&self) -> bool {
         match self {
             Error::Kafka { .. } | Error::RegistryHttp { .. } => true,
-            Error::CreateTopic { .. } => false,
+            Error::CreateTopic { .. } | Error::RegistrySettings(_) => false,
             Error::RegistryRefused { status, .. } => transient_status(*status),
             Error::Avro { source, .. } => source.retriable,
             Error::NotFramed { .. }

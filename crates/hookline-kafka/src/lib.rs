@@ -11,6 +11,7 @@ pub use admin::{TopicSpec, ensure_topics};
 pub use error::{Error, Result};
 pub use headers::{NativeHeaders, RawHeader, read_header_list, read_headers};
 pub use registry::{
-    Compatibility, MAX_SCHEMA_DEPTH, Registry, RegistrySettings, SchemaRefusal, check_writer_schema,
+    Compatibility, MAX_SCHEMA_DEPTH, Registry, RegistrySettings, RegistrySettingsError,
+    SchemaRefusal, check_writer_schema,
 };
 pub use settings::KafkaSettings;

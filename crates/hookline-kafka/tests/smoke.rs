@@ -406,6 +406,7 @@ async fn fixed_registry(status: Option<u16>) -> Registry {
     Registry::new(&RegistrySettings {
         url: format!("http://{addr}/apis/ccompat/v7"),
         timeout_ms: 500,
+        ..RegistrySettings::default()
     })
     .expect("registry client")
 }
@@ -455,6 +456,7 @@ async fn registry_answers_are_transient_or_permanent_by_status() {
     let gone = Registry::new(&RegistrySettings {
         url: format!("http://127.0.0.1:{port}"),
         timeout_ms: 2_000,
+        ..RegistrySettings::default()
     })
     .expect("registry client")
     .decode(&value)

@@ -1,5 +1,6 @@
 //! Helpers for end-to-end tests against the real local stack (see `deploy/local/stack`).
 
+mod auth_proxy;
 mod compat;
 mod machine;
 mod proxy;
@@ -8,6 +9,7 @@ mod stack;
 mod topics;
 mod wait;
 
+pub use auth_proxy::{AuthProxy, Credentials};
 pub use compat::v1_avro_value;
 pub use machine::Machine;
 pub use proxy::Proxy;

@@ -8,4 +8,5 @@ mod isolation;
 mod ledger;
 mod pipeline;
 mod poison;
+mod registry_auth;
 mod schema;

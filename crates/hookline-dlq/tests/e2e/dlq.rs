@@ -153,6 +153,7 @@ async fn a_missing_topic_or_an_unreachable_registry_is_a_clear_error_and_creates
         Registry::new(&RegistrySettings {
             url: "http://127.0.0.1:9/apis/ccompat/v7".into(),
             timeout_ms: 2_000,
+            ..RegistrySettings::default()
         })
         .expect("client"),
     );

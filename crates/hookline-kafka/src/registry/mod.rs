@@ -2,6 +2,7 @@
 //! framed as magic byte 0 + 4-byte schema id (encoded through `schema_registry_converter`,
 //! decoded here, with writer schemas fetched by id, checked and cached).
 
+mod config;
 mod decode;
 mod nesting;
 
@@ -18,6 +19,8 @@ use schema_registry_converter::schema_registry_common::{
 };
 use serde::Deserialize;
 
+use self::config::Auth;
+pub use self::config::{RegistrySettings, RegistrySettingsError};
 pub use self::nesting::{MAX_SCHEMA_DEPTH, SchemaRefusal};
 use crate::{Error, Result};
 
@@ -30,36 +33,6 @@ pub fn check_writer_schema(schema: &Schema) -> std::result::Result<(), SchemaRef
 }
 
 const CONTENT_TYPE: &str = "application/vnd.schemaregistry.v1+json";
-
-/// How to reach the registry.
-#[derive(Clone, Debug, Deserialize, serde::Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct RegistrySettings {
-    /// Base URL of the Confluent-compatible API, e.g.
-    /// `http://127.0.0.1:8081/apis/ccompat/v7`.
-    #[serde(default = "default_url")]
-    pub url: String,
-    /// Timeout of one registry call, in milliseconds.
-    #[serde(default = "default_timeout_ms")]
-    pub timeout_ms: u64,
-}
-
-fn default_url() -> String {
-    "http://127.0.0.1:8081/apis/ccompat/v7".to_owned()
-}
-
-fn default_timeout_ms() -> u64 {
-    10_000
-}
-
-impl Default for RegistrySettings {
-    fn default() -> Self {
-        RegistrySettings {
-            url: default_url(),
-            timeout_ms: default_timeout_ms(),
-        }
-    }
-}
 
 /// A subject's compatibility level, as the Confluent API names them.
 #[derive(Clone, Copy, Debug, Deserialize, serde::Serialize, PartialEq, Eq)]
@@ -98,7 +71,11 @@ impl fmt::Display for Compatibility {
 /// A registry client: encodes and decodes framed Avro (caching schemas by id) and manages
 /// subjects.
 pub struct Registry {
+    /// The base URL requests go to.
+    base_url: String,
+    /// The URL as errors and logs show it.
     url: String,
+    auth: Auth,
     http: reqwest::Client,
     encoder: AvroEncoder,
     writer_schemas: decode::SchemaCache,
@@ -108,6 +85,7 @@ impl fmt::Debug for Registry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Registry")
             .field("url", &self.url)
+            .field("auth", &self.auth)
             .finish_non_exhaustive()
     }
 }
@@ -118,46 +96,73 @@ struct IdAnswer {
 }
 
 impl Registry {
-    /// A client for the registry at `settings.url`.
+    /// A client for the registry at `settings.url`, authenticating as the settings say and
+    /// trusting their CA file. Refuses unusable settings ([`Error::RegistrySettings`]).
     pub fn new(settings: &RegistrySettings) -> Result<Self> {
-        let url = settings.url.trim_end_matches('/').to_owned();
+        let valid = settings.validated()?;
         let timeout = Duration::from_millis(settings.timeout_ms);
-        let sr = SrSettings::new_builder(url.clone())
-            .set_timeout(timeout)
-            .no_proxy()
-            .build()
-            .map_err(|source| Error::Avro {
-                context: "building registry settings".into(),
-                source,
-            })?;
-        let http = reqwest::Client::builder()
-            .timeout(timeout)
-            .no_proxy()
-            .build()
-            .map_err(|source| Error::RegistryHttp {
-                url: url.clone(),
-                context: "building the HTTP client".into(),
-                source,
-            })?;
+        let mut sr = SrSettings::new_builder(valid.url.clone());
+        sr.set_timeout(timeout).no_proxy();
+        match &valid.auth {
+            Auth::None => {}
+            Auth::Basic { username, password } => {
+                sr.set_basic_authorization(username, Some(password.expose()));
+            }
+            Auth::Bearer(token) => {
+                sr.set_token_authorization(token.expose());
+            }
+        }
+        // The converter builds its client from ours, so that it trusts the same CA.
+        let client = || {
+            reqwest::Client::builder()
+                .tls_certs_merge(valid.ca_certificates.iter().cloned())
+                .no_proxy()
+                .timeout(timeout)
+        };
+        let sr = sr.build_with(client()).map_err(|source| Error::Avro {
+            context: "building registry settings".into(),
+            source,
+        })?;
+        let http = client().build().map_err(|source| Error::RegistryHttp {
+            url: valid.shown_url.clone(),
+            context: "building the HTTP client".into(),
+            source: source.without_url(),
+        })?;
         Ok(Registry {
-            url,
+            base_url: valid.url,
+            url: valid.shown_url,
+            auth: valid.auth,
             encoder: AvroEncoder::new(sr),
             writer_schemas: decode::SchemaCache::default(),
             http,
         })
     }
 
-    /// The registry's base URL.
+    /// The registry's base URL, as logs may show it (without user info or query).
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// A request to `<base URL><path>`, with the credentials (reqwest marks the
+    /// `Authorization` header sensitive).
+    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let request = self
+            .http
+            .request(method, format!("{}{path}", self.base_url));
+        match &self.auth {
+            Auth::None => request,
+            Auth::Basic { username, password } => {
+                request.basic_auth(username, Some(password.expose()))
+            }
+            Auth::Bearer(token) => request.bearer_auth(token.expose()),
+        }
     }
 
     /// Answers when the registry serves its subject list.
     pub async fn ping(&self) -> Result<()> {
         let context = "listing subjects";
         let response = self
-            .http
-            .get(format!("{}/subjects", self.url))
+            .request(reqwest::Method::GET, "/subjects")
             .send()
             .await
             .map_err(|source| self.http_error(context, source))?;
@@ -173,8 +178,7 @@ impl Registry {
         }
         let context = format!("reading the compatibility of {subject}");
         let response = self
-            .http
-            .get(format!("{}/config/{subject}", self.url))
+            .request(reqwest::Method::GET, &format!("/config/{subject}"))
             .send()
             .await
             .map_err(|source| self.http_error(&context, source))?;
@@ -210,8 +214,7 @@ impl Registry {
     pub async fn set_compatibility(&self, subject: &str, level: Compatibility) -> Result<()> {
         let context = format!("setting compatibility of {subject} to {level}");
         let response = self
-            .http
-            .put(format!("{}/config/{subject}", self.url))
+            .request(reqwest::Method::PUT, &format!("/config/{subject}"))
             .header(reqwest::header::CONTENT_TYPE, CONTENT_TYPE)
             .body(serde_json::json!({ "compatibility": level.to_string() }).to_string())
             .send()
@@ -225,8 +228,10 @@ impl Registry {
     pub async fn register(&self, subject: &str, schema_json: &str) -> Result<u32> {
         let context = format!("registering a schema under {subject}");
         let response = self
-            .http
-            .post(format!("{}/subjects/{subject}/versions", self.url))
+            .request(
+                reqwest::Method::POST,
+                &format!("/subjects/{subject}/versions"),
+            )
             .header(reqwest::header::CONTENT_TYPE, CONTENT_TYPE)
             .body(serde_json::json!({ "schema": schema_json, "schemaType": "AVRO" }).to_string())
             .send()
@@ -289,8 +294,10 @@ impl Registry {
         // `deleted=true`: records written before their schema's subject was soft-deleted
         // still decode.
         let response = self
-            .http
-            .get(format!("{}/schemas/ids/{id}?deleted=true", self.url))
+            .request(
+                reqwest::Method::GET,
+                &format!("/schemas/ids/{id}?deleted=true"),
+            )
             .send()
             .await
             .map_err(|source| self.http_error(&context, source))?;
@@ -301,10 +308,11 @@ impl Registry {
     }
 
     fn http_error(&self, context: &str, source: reqwest::Error) -> Error {
+        // reqwest's message holds the request's URL: the base URL is shown redacted instead.
         Error::RegistryHttp {
             url: self.url.clone(),
             context: context.to_owned(),
-            source,
+            source: source.without_url(),
         }
     }
 

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use hookline_dispatcher::DispatcherConfig;
+use hookline_kafka::RegistrySettings;
 use hookline_producer::DEFAULT_EVENTS_TOPIC;
 use tokio_util::sync::CancellationToken;
 
@@ -59,9 +60,7 @@ pub async fn run(args: DispatchArgs, context: &Context, role: Role) -> anyhow::R
         .kafka
         .properties
         .extend(context.kafka.properties.clone());
-    if context.registry.url != DispatcherConfig::default().registry.url {
-        config.registry.url = context.registry.url.clone();
-    }
+    registry_options(&mut config.registry, &context.registry);
     if context.topics.events != DEFAULT_EVENTS_TOPIC {
         config.topics.events = context.topics.events.clone();
     }
@@ -114,6 +113,23 @@ pub async fn run(args: DispatchArgs, context: &Context, role: Role) -> anyhow::R
 }
 
 #[cfg(unix)]
+/// The registry options that were given win over the file's `[registry]`: the URL when it
+/// is not the default, the CA file when set, and credentials as a whole (basic and bearer
+/// are exclusive: a token on the command line replaces the file's user and password).
+fn registry_options(file: &mut RegistrySettings, options: &RegistrySettings) {
+    if options.url != RegistrySettings::default().url {
+        file.url = options.url.clone();
+    }
+    if options.username.is_some() || options.password.is_some() || options.token.is_some() {
+        file.username = options.username.clone();
+        file.password = options.password.clone();
+        file.token = options.token.clone();
+    }
+    if let Some(ca_file) = &options.ca_file {
+        file.ca_file = Some(ca_file.clone());
+    }
+}
+
 async fn wait_for_signal() -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).context("listening for SIGTERM")?;
@@ -130,4 +146,43 @@ async fn wait_for_signal() -> anyhow::Result<()> {
     tokio::signal::ctrl_c()
         .await
         .context("listening for Ctrl-C")
+}
+
+#[cfg(test)]
+mod tests {
+    use hookline_core::secret::Secret;
+
+    use super::*;
+
+    #[test]
+    fn registry_options_win_over_the_file_and_credentials_go_as_a_whole() {
+        let file = RegistrySettings {
+            url: "https://registry.internal/apis/ccompat/v7".to_owned(),
+            username: Some("from-file".to_owned()),
+            password: Some(Secret::new("file-password")),
+            ca_file: Some("/etc/hookline/file-ca.pem".into()),
+            ..RegistrySettings::default()
+        };
+        // No options: the file's settings stay.
+        let mut merged = file.clone();
+        registry_options(&mut merged, &RegistrySettings::default());
+        assert_eq!(merged, file);
+        // A token replaces the file's basic credentials; a CA file replaces the file's.
+        let options = RegistrySettings {
+            token: Some(Secret::new("cli-token")),
+            ca_file: Some("/tmp/cli-ca.pem".into()),
+            ..RegistrySettings::default()
+        };
+        let mut merged = file.clone();
+        registry_options(&mut merged, &options);
+        assert_eq!(merged.url, file.url);
+        assert_eq!(merged.username, None);
+        assert_eq!(merged.password, None);
+        assert_eq!(merged.token.as_ref().map(Secret::expose), Some("cli-token"));
+        assert_eq!(merged.ca_file, options.ca_file);
+        assert!(
+            merged.validate().is_err(),
+            "the CLI's CA file does not exist"
+        );
+    }
 }

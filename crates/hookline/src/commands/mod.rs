@@ -7,10 +7,13 @@ mod endpoints;
 mod publish;
 mod topics;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
+use hookline_core::secret::Secret;
+use hookline_core::url_guard::redact_url;
 use hookline_kafka::{KafkaSettings, Registry, RegistrySettings};
 use hookline_producer::{DEFAULT_ENDPOINTS_TOPIC, DEFAULT_EVENTS_TOPIC, Topics};
 use tracing_subscriber::EnvFilter;
@@ -95,6 +98,39 @@ pub struct GlobalArgs {
         default_value = "http://127.0.0.1:8081/apis/ccompat/v7"
     )]
     registry_url: String,
+    /// User name for the registry's HTTP basic authentication (with --registry-password).
+    #[arg(long, global = true, env = "HOOKLINE_REGISTRY_USERNAME")]
+    registry_username: Option<String>,
+    /// Password for the registry's basic authentication, or a reference to it:
+    /// `${env:NAME}` or `${file:PATH}` (better than a value in clear on the command line).
+    #[arg(
+        long,
+        global = true,
+        env = "HOOKLINE_REGISTRY_PASSWORD",
+        hide_env_values = true,
+        value_name = "PASSWORD",
+        value_parser = Secret::resolve
+    )]
+    registry_password: Option<Secret>,
+    /// Bearer token for the registry (instead of basic authentication), or a reference to
+    /// it: `${env:NAME}` or `${file:PATH}`.
+    #[arg(
+        long,
+        global = true,
+        env = "HOOKLINE_REGISTRY_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN",
+        value_parser = Secret::resolve
+    )]
+    registry_token: Option<Secret>,
+    /// A PEM file of extra root certificates to trust for an https registry (a private CA).
+    #[arg(
+        long,
+        global = true,
+        env = "HOOKLINE_REGISTRY_CA_FILE",
+        value_name = "PATH"
+    )]
+    registry_ca_file: Option<PathBuf>,
     /// The events topic; the retry, DLQ and action topics are named after it.
     #[arg(long, global = true, env = "HOOKLINE_EVENTS_TOPIC", default_value = DEFAULT_EVENTS_TOPIC)]
     events_topic: String,
@@ -121,7 +157,10 @@ impl Context {
     /// A registry client (created on demand: not every command needs one).
     pub fn registry(&self) -> anyhow::Result<Arc<Registry>> {
         let registry = Registry::new(&self.registry).with_context(|| {
-            format!("connecting to the schema registry at {}", self.registry.url)
+            format!(
+                "connecting to the schema registry at {}",
+                redact_url(&self.registry.url)
+            )
         })?;
         Ok(Arc::new(registry))
     }
@@ -140,6 +179,10 @@ impl GlobalArgs {
             kafka,
             registry: RegistrySettings {
                 url: self.registry_url.clone(),
+                username: self.registry_username.clone(),
+                password: self.registry_password.clone(),
+                token: self.registry_token.clone(),
+                ca_file: self.registry_ca_file.clone(),
                 ..RegistrySettings::default()
             },
             topics: Topics::new(&self.events_topic, &self.endpoints_topic),
@@ -205,6 +248,58 @@ mod tests {
     #[test]
     fn cli_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn registry_flags_fill_the_registry_settings_and_never_show_the_secrets() {
+        let dir = std::env::temp_dir().join(format!("hookline-cli-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let file = dir.join("password");
+        std::fs::write(&file, "cli-pa55-7d2e\n").expect("write");
+        let reference = format!("${{file:{}}}", file.display());
+        let cli = Cli::try_parse_from([
+            "hookline",
+            "--registry-url",
+            "https://registry.internal/apis/ccompat/v7",
+            "--registry-username",
+            "hookline",
+            "--registry-password",
+            &reference,
+            "--registry-ca-file",
+            "/etc/hookline/ca.pem",
+            "topics",
+            "create",
+        ])
+        .expect("the flags parse");
+        let context = cli.global.context().expect("a context");
+        let registry = &context.registry;
+        assert_eq!(registry.username.as_deref(), Some("hookline"));
+        assert_eq!(
+            registry.password.as_ref().map(Secret::expose),
+            Some("cli-pa55-7d2e")
+        );
+        assert_eq!(
+            registry.ca_file.as_deref(),
+            Some(std::path::Path::new("/etc/hookline/ca.pem"))
+        );
+        let shown = format!("{cli:?} {context:?}");
+        assert!(!shown.contains("cli-pa55-7d2e"), "{shown}");
+
+        let token = Cli::try_parse_from([
+            "hookline",
+            "--registry-token",
+            "tok-19ab",
+            "topics",
+            "create",
+        ])
+        .expect("the flags parse");
+        let context = token.global.context().expect("a context");
+        assert_eq!(
+            context.registry.token.as_ref().map(Secret::expose),
+            Some("tok-19ab")
+        );
+        assert!(!format!("{token:?}").contains("tok-19ab"));
+        std::fs::remove_dir_all(&dir).expect("clean up");
     }
 
     #[test]

@@ -54,7 +54,8 @@ pub async fn run(args: DemoArgs, context: &Context) -> anyhow::Result<()> {
     let topics = &context.topics;
     println!(
         "hookline demo (run {run}) on {} / {}",
-        context.kafka.bootstrap_servers, context.registry.url
+        context.kafka.bootstrap_servers,
+        hookline_core::url_guard::redact_url(&context.registry.url)
     );
 
     let mut plan = TopicsPlan::new(topics.clone());
