@@ -13,4 +13,4 @@ pub use headers::{NativeHeaders, RawHeader, read_header_list, read_headers};
 pub use registry::{
     Compatibility, MAX_SCHEMA_DEPTH, Registry, RegistrySettings, SchemaRefusal, check_writer_schema,
 };
-pub use settings::KafkaSettings;
+pub use settings::{KafkaSettings, PropertyError, RESERVED_PROPERTIES, is_sensitive};
