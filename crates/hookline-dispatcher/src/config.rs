@@ -562,3 +562,5 @@ mod tests {
 
 #[cfg(test)]
 pub(crate) mod fuzz;
+#[cfg(test)]
+mod kafka_tests;
