@@ -9,3 +9,4 @@ mod ledger;
 mod pipeline;
 mod poison;
 mod schema;
+mod secure_kafka;
