@@ -199,11 +199,7 @@ pub fn parse_key_value(text: &str) -> Result<(String, String), String> {
         Some((key, value)) if !key.trim().is_empty() => {
             Ok((key.trim().to_owned(), value.to_owned()))
         }
-        // Not echoed: it may be a secret given without its key.
-        _ => Err(
-            "expected KEY=VALUE (a value may be a ${env:NAME} or ${file:PATH} reference)"
-                .to_owned(),
-        ),
+        _ => Err(format!("`{text}` is not KEY=VALUE")),
     }
 }
 
