@@ -567,3 +567,6 @@ pub(crate) mod fuzz;
 
 #[cfg(test)]
 mod registry_tests;
+
+#[cfg(test)]
+mod kafka_tests;

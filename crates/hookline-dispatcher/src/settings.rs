@@ -92,6 +92,14 @@ impl DispatcherConfig {
             }
         }
         non_empty("kafka.bootstrap_servers", &self.kafka.bootstrap_servers)?;
+        // Properties hookline's guarantees depend on, references that do not resolve,
+        // and what librdkafka refuses, named before any client is made.
+        self.kafka.validate().map_err(|error| {
+            DispatchError::config(
+                &format!("kafka.properties.{}", error.property()),
+                error.reason(),
+            )
+        })?;
         // The URL (without credentials), the credentials and the CA file; the error names
         // the field and never a secret.
         self.registry

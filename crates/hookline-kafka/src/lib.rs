@@ -14,4 +14,4 @@ pub use registry::{
     Compatibility, MAX_SCHEMA_DEPTH, Registry, RegistrySettings, RegistrySettingsError,
     SchemaRefusal, check_writer_schema,
 };
-pub use settings::KafkaSettings;
+pub use settings::{KafkaSettings, PropertyError, RESERVED_PROPERTIES, is_sensitive};

@@ -10,3 +10,4 @@ mod pipeline;
 mod poison;
 mod registry_auth;
 mod schema;
+mod secure_kafka;

@@ -88,6 +88,8 @@ pub struct GlobalArgs {
     )]
     bootstrap_servers: String,
     /// Extra librdkafka property for every Kafka client (security, tuning); repeatable.
+    /// A value may be `${env:NAME}` or `${file:PATH}`, so that a secret stays out of the
+    /// process list. Properties hookline sets itself (acks, group.id...) are refused.
     #[arg(long = "kafka-property", global = true, value_name = "KEY=VALUE", value_parser = parse_key_value)]
     kafka_properties: Vec<(String, String)>,
     /// Base URL of the schema registry's Confluent-compatible API.
@@ -175,6 +177,11 @@ impl GlobalArgs {
         kafka
             .properties
             .extend(self.kafka_properties.iter().cloned());
+        // Every command stops here, before making a client, on a property hookline's
+        // guarantees depend on or a secret reference that does not resolve.
+        kafka.validate().map_err(|error| {
+            anyhow::anyhow!("--kafka-property {}: {}", error.property(), error.reason())
+        })?;
         Ok(Context {
             kafka,
             registry: RegistrySettings {

@@ -5,4 +5,5 @@ mod cli_signing;
 mod dispatch;
 mod dlq_cli;
 mod fanout;
+mod kafka_properties;
 mod secrets;
