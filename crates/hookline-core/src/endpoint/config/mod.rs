@@ -70,6 +70,10 @@ pub struct EndpointConfig {
     /// Free text for people, at most 1024 bytes. Default none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// Whether an event's `endpoint_url` may replace `url`. Such a delivery is signed but
+    /// carries none of `headers`. Default false: the event is parked (`blocked_url`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_url_override: bool,
 }
 
 /// Longest endpoint `description`, in bytes.
@@ -103,6 +107,7 @@ impl EndpointConfig {
             event_types: Vec::new(),
             channels: Vec::new(),
             description: None,
+            allow_url_override: false,
         }
     }
 
@@ -117,7 +122,7 @@ impl EndpointConfig {
 
     /// Parses and validates a record value.
     pub fn from_json(bytes: &[u8]) -> Result<Self, EndpointError> {
-        let config: EndpointConfig = serde_json::from_slice(bytes).map_err(EndpointError::Json)?;
+        let config: EndpointConfig = super::from_json_slice(bytes).map_err(EndpointError::Json)?;
         config.validate()?;
         Ok(config)
     }
@@ -190,6 +195,7 @@ impl EndpointConfig {
             retry: self.retry.clone(),
             strict_ordering: self.strict_ordering,
             headers: self.headers.clone(),
+            allow_url_override: self.allow_url_override,
         })
     }
 
@@ -294,6 +300,7 @@ impl fmt::Debug for EndpointConfig {
             .field("event_types", &self.event_types)
             .field("channels", &self.channels)
             .field("description", &self.description)
+            .field("allow_url_override", &self.allow_url_override)
             .finish()
     }
 }
