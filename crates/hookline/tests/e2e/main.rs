@@ -4,3 +4,4 @@ mod cli;
 mod dispatch;
 mod dlq_cli;
 mod fanout;
+mod leaks;
