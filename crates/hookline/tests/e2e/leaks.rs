@@ -232,3 +232,46 @@ async fn dlq_inspect_shows_terminal_escapes_escaped() {
     let line: serde_json::Value = serde_json::from_str(text.trim()).expect("a JSON line");
     assert_eq!(line["endpoint_id"], "ep\u{1b}[31m");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_mistyped_endpoints_file_stops_start_up_naming_the_field_not_the_secret() {
+    let topics = TestTopics::new("leaks-file", &["200ms"]);
+    topics.create(&kafka_settings(), 1).await;
+    let dir = std::env::temp_dir().join(unique_name("leaks-file"));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let endpoints = dir.join("endpoints.toml");
+    std::fs::write(
+        &endpoints,
+        format!(
+            "[endpoints.ep-1]\nurl = \"https://example.com/hook\"\nsecrets = \"{SECRET}\"\n\n[endpoints.ep-1.headers]\nAuthorization = \"Bearer tok_TOPSECRET\"\n"
+        ),
+    )
+    .expect("endpoints file");
+    let config = dir.join("dispatcher.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "group_id = \"{}\"\nendpoints_file = {:?}\n\n[topics]\nretry_tiers = [\"200ms\"]\n\n[retry]\nbase_ms = 200\ncap_ms = 200\n\n[admin]\nlisten = \"127.0.0.1:0\"\n",
+            unique_name("leaks-file-group"),
+            endpoints.display().to_string(),
+        ),
+    )
+    .expect("config file");
+    let mut child = dispatcher("leaks-file", &topics, &config, &dir);
+    let status = tokio::time::timeout(DEADLINE, child.wait())
+        .await
+        .expect("it stops before the deadline")
+        .expect("exit status");
+    assert!(!status.success(), "{status}");
+    let log = std::fs::read_to_string(dir.join("leaks-file.log")).expect("its stderr");
+    assert!(
+        log.contains(
+            "`endpoints.ep-1.secrets`: invalid type, expected a sequence (line 3, column 11)"
+        ),
+        "{log}"
+    );
+    assert!(
+        !log.contains(SECRET_BODY) && !log.contains("TOPSECRET"),
+        "{log}"
+    );
+}
