@@ -1,11 +1,18 @@
 //! Syntax checks for HTTP header names and values (crate-private).
 
 /// Headers the dispatcher sets itself or that belong to the connection; an event or an
-/// endpoint config may not set them (compared case-insensitively).
+/// endpoint config may not set them (compared case-insensitively). `webhook-attempt` and the
+/// W3C trace context (`traceparent`, `tracestate`) are the dispatcher's too: it sends its own
+/// attempt number and a child of the record's trace, and a second copy from a custom header
+/// would contradict them. The trace reaches the dispatcher as the Kafka record's
+/// `traceparent` header, never as a custom HTTP header; `tracestate` is not passed on.
 pub const RESERVED_HEADERS: &[&str] = &[
     "webhook-id",
     "webhook-signature",
     "webhook-timestamp",
+    "webhook-attempt",
+    "traceparent",
+    "tracestate",
     "content-type",
     "content-length",
     "host",
@@ -85,5 +92,18 @@ mod tests {
         assert!(is_reserved("Webhook-Signature"));
         assert!(is_reserved("HOST"));
         assert!(!is_reserved("x-webhook-signature"));
+    }
+
+    #[test]
+    fn the_attempt_and_trace_headers_are_the_dispatchers() {
+        for name in [
+            "webhook-attempt",
+            "Webhook-Attempt",
+            "traceparent",
+            "TraceState",
+        ] {
+            assert!(is_reserved(name), "{name}");
+        }
+        assert!(!is_reserved("x-trace-id"));
     }
 }

@@ -18,7 +18,9 @@ pub struct Failure {
     pub message: String,
     /// The last HTTP status, when there was an answer.
     pub last_status: Option<u16>,
-    /// The URL the delivery was for, once the endpoint was known.
+    /// The URL the delivery was for, once the endpoint was known, redacted (no user info,
+    /// no query string): the DLQ and logs never need more, and redrive replays the original
+    /// event, which still has its URL.
     pub target_url: Option<String>,
 }
 
@@ -39,9 +41,9 @@ impl Failure {
         self
     }
 
-    /// The same failure, for a delivery to `url`.
+    /// The same failure, for a delivery to `url` (kept redacted).
     pub fn at(mut self, url: &str) -> Self {
-        self.target_url = Some(url.to_owned());
+        self.target_url = Some(redact_url(url));
         self
     }
 }

@@ -5,6 +5,7 @@
 pub mod actions;
 pub mod archive;
 mod error;
+pub mod escape;
 pub mod filter;
 #[cfg(test)]
 mod fuzz;

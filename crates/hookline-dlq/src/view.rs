@@ -1,12 +1,14 @@
 //! How records look to people: table rows with fixed-width columns (so `--follow` can
 //! print as records arrive), and a summary by reason, endpoint and tenant. A record whose payload
-//! was cut to fit the DLQ is marked in both. Pure: no I/O.
+//! was cut to fit the DLQ is marked in both. Every text from a record is shown with its
+//! control characters escaped ([`escape_control`]). Pure: no I/O.
 
 use std::collections::BTreeMap;
 
 use hookline_core::envelope::DlqEnvelope;
 use serde_json::{Value, json};
 
+use crate::escape::escape_control;
 use crate::filter::format_ms;
 use crate::json::{to_json, undecodable_json};
 use crate::record::Undecodable;
@@ -36,6 +38,7 @@ pub fn table_header() -> String {
 }
 
 fn cell(text: &str, width: usize) -> String {
+    let text = escape_control(text);
     let count = text.chars().count();
     if count <= width {
         format!("{text:<width$}")
@@ -84,7 +87,8 @@ pub fn table_row(selected: &Selected) -> String {
         line.push_str(&cell(text, width));
         line.push_str("  ");
     }
-    let mut error = e.error_message.replace(['\n', '\r'], " ");
+    // A response body's line breaks and tabs read better as spaces; other controls are escaped.
+    let mut error = e.error_message.replace(['\n', '\r', '\t'], " ");
     if let Some(mark) = truncation_mark(e) {
         error = format!("{mark} {error}");
     }
@@ -92,15 +96,15 @@ pub fn table_row(selected: &Selected) -> String {
     for action in &selected.history.0 {
         line.push_str(&format!(
             "\n    {} {} by {}",
-            action.at,
+            escape_control(&action.at),
             action.action.as_str(),
-            action.by
+            escape_control(&action.by)
         ));
         if let Some(target) = &action.target {
-            line.push_str(&format!(" -> {target}"));
+            line.push_str(&format!(" -> {}", escape_control(target)));
         }
         if let Some(note) = &action.note {
-            line.push_str(&format!(": {note}"));
+            line.push_str(&format!(": {}", escape_control(note)));
         }
     }
     line
@@ -115,7 +119,7 @@ pub fn undecodable_row(u: &Undecodable) -> String {
         cell(&place, COLUMNS[0].1),
         cell(&at, COLUMNS[1].1),
         cell("UNDECODABLE", COLUMNS[2].1),
-        u.error
+        escape_control(&u.error)
     )
 }
 
@@ -208,7 +212,7 @@ impl Summary {
             let mut sorted: Vec<_> = counts.iter().collect();
             sorted.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
             for (name, count) in sorted {
-                out.push_str(&format!("  {count:>8}  {name}\n"));
+                out.push_str(&format!("  {count:>8}  {}\n", escape_control(name)));
             }
         }
         if self.truncated > 0 {
@@ -325,6 +329,43 @@ mod tests {
             summary.to_text()
         );
         assert_eq!(summary.to_json()["by_tenant"]["acme"], 2);
+    }
+
+    #[test]
+    fn control_characters_from_records_are_escaped_in_rows_and_summaries() {
+        let mut s = selected("ep\u{1b}[7m\u{7}", ErrorReason::RetriesExhausted, 0);
+        let e = &mut s.record.envelope;
+        e.event_id = "evt\u{1b}[2J".into();
+        e.tenant_id = Some("t\u{9b}31m".into());
+        e.event_type = Some("a\nb".into());
+        e.error_message = "HTTP 500: \u{1b}[31mboom\r\n\tagain".into();
+        s.history.0.push(Action {
+            note: Some("see\u{1b}[8m".into()),
+            ..Action::new(ActionKind::Resolved, 0, "eve\u{1b}[1m")
+        });
+        let row = table_row(&s);
+        let mut summary = Summary::default();
+        summary.add(&s);
+        let text = summary.to_text();
+        for out in [&row, &text] {
+            assert!(!out.chars().any(|c| c.is_control() && c != '\n'), "{out:?}");
+        }
+        assert!(row.contains("ep\\x1b[7m\\x07"), "{row}");
+        assert!(text.contains("ep\\x1b[7m\\x07"), "{text}");
+        assert!(row.contains("evt\\x1b[2J"), "{row}");
+        assert!(row.contains("a\\nb"), "{row}");
+        assert!(row.contains("HTTP 500: \\x1b[31mboom"), "{row}");
+        assert!(row.contains("by eve\\x1b[1m: see\\x1b[8m"), "{row}");
+        assert_eq!(row.lines().count(), 2, "one line and its history: {row}");
+        assert!(text.contains("t\\u{9b}31m"), "{text}");
+        let undecodable = Undecodable {
+            partition: 0,
+            offset: 1,
+            timestamp_ms: None,
+            key: Some(b"k\x1b[31m".to_vec()),
+            error: "bad \u{1b}[31m".into(),
+        };
+        assert!(undecodable_row(&undecodable).ends_with("bad \\x1b[31m"));
     }
 
     fn cut(mut s: Selected) -> Selected {

@@ -2,6 +2,7 @@
 //! endpoint id, and their validated run-time form.
 
 mod config;
+mod shape;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -16,13 +17,15 @@ pub use config::{
     EndpointConfig, MAX_DESCRIPTION_LEN, MAX_SECRETS, MAX_SIGNING_KEYS, MAX_TIMEOUT_MS,
     MIN_RATE_PER_S,
 };
+pub use shape::{ShapeError, from_json_slice, without_values};
 
 /// An endpoint config that cannot be used, naming the field. Never shows a secret.
 #[derive(Debug, thiserror::Error)]
 pub enum EndpointError {
-    /// The record value is not JSON of the endpoint config shape.
+    /// The record value is not JSON of the endpoint config shape. Names the field and
+    /// what it expected, never the value (serde_json's own message quotes it).
     #[error("invalid endpoint config JSON: {0}")]
-    Json(#[source] serde_json::Error),
+    Json(#[source] ShapeError),
     /// `url` is refused.
     #[error("invalid `url`: {0}")]
     Url(#[source] UrlError),
@@ -80,6 +83,8 @@ pub struct Endpoint {
     pub strict_ordering: bool,
     /// Extra HTTP request headers.
     pub headers: BTreeMap<String, String>,
+    /// Whether an event's `endpoint_url` may replace `target`.
+    pub allow_url_override: bool,
 }
 
 impl fmt::Debug for Endpoint {
@@ -105,6 +110,7 @@ impl fmt::Debug for Endpoint {
             .field("retry", &self.retry)
             .field("strict_ordering", &self.strict_ordering)
             .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .field("allow_url_override", &self.allow_url_override)
             .finish()
     }
 }

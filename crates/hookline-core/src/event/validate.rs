@@ -19,8 +19,11 @@ pub const MAX_HEADERS: usize = 64;
 pub const MAX_HEADER_VALUE_LEN: usize = 8192;
 
 impl WebhookEvent {
-    /// Checks the event: ids non-empty and within [`MAX_ID_LEN`] (`event_id` visible ASCII,
-    /// as it becomes the `webhook-id` header), no control characters in `event_type` and
+    /// Checks the event: ids non-empty and within [`MAX_ID_LEN`] (`event_id` visible ASCII
+    /// without `.`, as it becomes the `webhook-id` header and starts the signed content
+    /// `{id}.{timestamp}.{payload}`; the Standard Webhooks specification asks that a
+    /// publisher-chosen id never hold a `.`, so that no id and timestamp pair can pass for
+    /// another's), no control characters in `event_type` and
     /// the ids, at least one of `endpoint_id` and `tenant_id`, at most [`MAX_CHANNELS`]
     /// channels of visible ASCII, the payload at most `max_payload_bytes`, a valid `content_type`, and
     /// at most [`MAX_HEADERS`] headers whose names are HTTP tokens, distinct ignoring case
@@ -28,10 +31,14 @@ impl WebhookEvent {
     /// [`check_url`](crate::url_guard::check_url).
     pub fn validate(&self, max_payload_bytes: usize) -> Result<(), EventError> {
         check_text("event_id", &self.event_id, MAX_ID_LEN)?;
-        if !self.event_id.bytes().all(|b| b.is_ascii_graphic()) {
+        if !self
+            .event_id
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && b != b'.')
+        {
             return Err(EventError::InvalidChars {
                 field: "event_id",
-                rule: "must be visible ASCII without spaces",
+                rule: "must be visible ASCII without spaces or `.`",
             });
         }
         check_text("event_type", &self.event_type, MAX_EVENT_TYPE_LEN)?;
@@ -191,6 +198,29 @@ mod tests {
     }
 
     #[test]
+    fn an_event_id_with_a_full_stop_is_refused() {
+        // `{id}.{timestamp}.{payload}` is what is signed: a `.` in the id would let an id
+        // and a timestamp be read as another pair.
+        for id in ["evt.1", "a.1614265330", ".", "evt-1."] {
+            let err = err_of(|e| e.event_id = id.into());
+            assert!(
+                matches!(
+                    err,
+                    EventError::InvalidChars {
+                        field: "event_id",
+                        ..
+                    }
+                ),
+                "{id}: {err:?}"
+            );
+            assert_eq!(err.reason(), ErrorReason::MalformedEvent);
+        }
+        let mut e = sample();
+        e.event_id = "msg_2KWPBgLlAfxdpx2AI54pPJ85f4W-1_x:y".into();
+        e.validate(MAX).expect("other visible ASCII stays allowed");
+    }
+
+    #[test]
     fn recipients_and_channels() {
         assert!(matches!(
             err_of(|e| {
@@ -257,7 +287,15 @@ mod tests {
             add("Bad Name", "v"),
             EventError::InvalidHeaderName { .. }
         ));
-        for reserved in ["Webhook-Signature", "webhook-id", "Content-Length", "HOST"] {
+        for reserved in [
+            "Webhook-Signature",
+            "webhook-id",
+            "Content-Length",
+            "HOST",
+            "webhook-attempt",
+            "traceparent",
+            "tracestate",
+        ] {
             assert!(
                 matches!(add(reserved, "v"), EventError::ReservedHeader { .. }),
                 "{reserved}"

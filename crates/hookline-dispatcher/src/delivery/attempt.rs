@@ -27,6 +27,7 @@ pub(crate) async fn send(
         event,
         RequestParts {
             url: &target.url,
+            url_overridden: target.url_overridden,
             signer: &endpoint.signer,
             endpoint_headers: &endpoint.headers,
             timestamp_s: now_ms() / 1000,

@@ -17,6 +17,10 @@ pub(crate) struct Target {
     pub endpoint: Arc<Endpoint>,
     /// The URL of every attempt: the event's own, else the endpoint's.
     pub url: String,
+    /// Whether `url` is the event's `endpoint_url` rather than the endpoint's own: then the
+    /// request is signed but carries none of the endpoint's credentials (custom headers),
+    /// as whoever publishes chose where it goes.
+    pub url_overridden: bool,
 }
 
 impl Target {
@@ -70,20 +74,40 @@ pub(crate) async fn target(
             format!("no endpoint {endpoint_id:?} is configured"),
         )));
     };
-    let url = event
-        .endpoint_url
-        .clone()
-        .unwrap_or_else(|| endpoint.config.url.clone());
+    let (url, url_overridden) = chosen_url(event, &endpoint);
     if !endpoint.config.enabled {
         let message = format!("endpoint {} is disabled", endpoint.id);
-        let failure = Failure::new(ErrorReason::EndpointDisabled, message).at(&url);
+        let failure = Failure::new(ErrorReason::EndpointDisabled, message).at(url);
         return Err(Halt::Reject(failure));
     }
-    if let Err(error) = precheck(&url, &ctx.settings.address_policy).await {
-        let failure = Failure::new(ErrorReason::BlockedUrl, error.to_string()).at(&url);
+    if url_overridden && !endpoint.config.allow_url_override {
+        let message = format!(
+            "the event's endpoint_url replaces the URL of endpoint {}, which does not allow it \
+             (allow_url_override is false); nothing was sent",
+            endpoint.id
+        );
+        let failure = Failure::new(ErrorReason::BlockedUrl, message).at(url);
         return Err(Halt::Reject(failure));
     }
-    Ok(Target { endpoint, url })
+    if let Err(error) = precheck(url, &ctx.settings.address_policy).await {
+        let failure = Failure::new(ErrorReason::BlockedUrl, error.to_string()).at(url);
+        return Err(Halt::Reject(failure));
+    }
+    let url = url.to_owned();
+    Ok(Target {
+        endpoint,
+        url,
+        url_overridden,
+    })
+}
+
+/// The URL of the delivery, and whether it is the event's override. An `endpoint_url` equal
+/// to the endpoint's own URL overrides nothing.
+fn chosen_url<'a>(event: &'a WebhookEvent, endpoint: &'a Endpoint) -> (&'a str, bool) {
+    match event.endpoint_url.as_deref() {
+        Some(url) if url != endpoint.config.url => (url, true),
+        Some(_) | None => (&endpoint.config.url, false),
+    }
 }
 
 /// Whether the ledger knows that the endpoint acknowledged this event already. A ledger

@@ -6,24 +6,15 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hookline_core::endpoint::EndpointConfig;
+use hookline_core::endpoint::{EndpointConfig, from_json_slice};
 use hookline_kafka::KafkaSettings;
 use rdkafka::consumer::{Consumer, ConsumerContext, StreamConsumer};
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
-use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
 use super::table::EndpointTable;
 use crate::error::{DispatchError, Result};
-
-/// The static endpoints file: `{"endpoints": {"<id>": {<endpoint config>}}}` as JSON, or the
-/// same as TOML (`[endpoints.<id>]` tables).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct EndpointsFile {
-    endpoints: BTreeMap<String, EndpointConfig>,
-}
 
 /// Loads every endpoint of a file; any invalid entry stops start-up with its id and reason.
 pub fn load_file(path: &Path, table: &EndpointTable) -> Result<usize> {
@@ -32,11 +23,8 @@ pub fn load_file(path: &Path, table: &EndpointTable) -> Result<usize> {
         source,
     };
     let text = std::fs::read_to_string(path).map_err(|e| failed(e.into()))?;
-    let file: EndpointsFile = if path.extension().is_some_and(|ext| ext == "json") {
-        serde_json::from_str(&text).map_err(|e| failed(e.into()))?
-    } else {
-        toml::from_str(&text).map_err(|e| failed(e.into()))?
-    };
+    let json = path.extension().is_some_and(|ext| ext == "json");
+    let file = super::file::parse(&text, json).map_err(|e| failed(e.into()))?;
     let count = file.endpoints.len();
     for (id, config) in file.endpoints {
         table
@@ -165,7 +153,8 @@ fn apply(table: &EndpointTable, key: Option<&[u8]>, value: Option<&[u8]>) {
             table.remove(id);
             tracing::info!(endpoint = id, "endpoint removed");
         }
-        Some(bytes) => match serde_json::from_slice::<EndpointConfig>(bytes) {
+        // The error names the field, never its value (serde_json's own message quotes it).
+        Some(bytes) => match from_json_slice::<EndpointConfig>(bytes) {
             Ok(config) => match table.upsert(id, config) {
                 Ok(()) => tracing::info!(endpoint = id, "endpoint updated"),
                 Err(error) => tracing::warn!(endpoint = id, %error, "endpoint config refused"),

@@ -1,5 +1,6 @@
 //! The endpoint table: what each endpoint id means, kept current from Kafka or a file.
 
+mod file;
 mod loader;
 mod table;
 

@@ -4,6 +4,7 @@
 //! into the topic it has read (so the fan-out can wait for changes made before an event).
 
 use std::collections::{BTreeMap, HashMap};
+use std::fmt;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -36,8 +37,8 @@ pub struct EndpointDefaults {
     pub breaker: BreakerPolicy,
 }
 
-/// An endpoint ready for deliveries.
-#[derive(Debug)]
+/// An endpoint ready for deliveries. Its `Debug` shows no secret, no header value (custom
+/// headers are credentials) and no query string.
 pub struct Endpoint {
     /// Its id (the record key of the endpoints topic).
     pub id: String,
@@ -60,6 +61,24 @@ pub struct Endpoint {
     /// Slots for records waiting for or holding one of its permits: the endpoint's share of
     /// the records in flight, so that a slow endpoint cannot take them all.
     pub queue: Arc<Semaphore>,
+}
+
+impl fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let header_names: Vec<&str> = self.headers.iter().map(|(name, _)| name.as_str()).collect();
+        f.debug_struct("Endpoint")
+            .field("id", &self.id)
+            .field("config", &self.config)
+            .field("signer", &self.signer)
+            .field("headers", &header_names)
+            .field("retry", &self.retry)
+            .field("timeout", &self.timeout)
+            .field("permits", &self.permits)
+            .field("breaker", &self.breaker)
+            .field("limiter", &self.limiter.is_some())
+            .field("queue", &self.queue)
+            .finish()
+    }
 }
 
 /// Why an endpoint configuration was not taken.
@@ -291,4 +310,38 @@ fn semaphore(permits: u32) -> Arc<Semaphore> {
     Arc::new(Semaphore::new(
         usize::try_from(permits).unwrap_or(usize::MAX),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use hookline_core::policy::RetryConfig;
+
+    use super::*;
+
+    #[test]
+    fn debug_shows_header_names_but_no_values_secrets_or_query() {
+        let table = EndpointTable::new(EndpointDefaults {
+            max_concurrency: 4,
+            max_concurrency_share: 4,
+            max_cap: Duration::from_secs(60),
+            timeout: Duration::from_secs(1),
+            retry: RetryConfig::default().to_policy().expect("valid"),
+            queue: 8,
+            breaker: BreakerPolicy::default(),
+        });
+        let mut config = EndpointConfig::new(
+            "https://example.com/hook?token=q_TOPSECRET",
+            vec!["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into()],
+        );
+        config
+            .headers
+            .insert("Authorization".into(), "Bearer tok_TOPSECRET".into());
+        table.upsert("ep-1", config).expect("valid");
+        let endpoint = table.get("ep-1").expect("taken");
+        for text in [format!("{endpoint:?}"), format!("{table:?}")] {
+            assert!(text.contains("Authorization"), "{text}");
+            assert!(!text.contains("TOPSECRET"), "{text}");
+            assert!(!text.contains("MfKQ9r8"), "{text}");
+        }
+    }
 }

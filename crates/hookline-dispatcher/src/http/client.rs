@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use hookline_core::classify::{AttemptOutcome, parse_retry_after};
-use hookline_core::url_guard::AddressPolicy;
+use hookline_core::url_guard::{AddressPolicy, redact_url};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 
 use super::guard::GuardedResolver;
@@ -83,7 +83,7 @@ impl HttpSender {
                 return Attempt {
                     outcome,
                     took: started.elapsed(),
-                    detail: error_chain(&error),
+                    detail: error_text(error, &request.url),
                 };
             }
             Ok(Ok(response)) => response,
@@ -156,6 +156,17 @@ impl HttpSender {
 fn snippet(body: &[u8]) -> String {
     let text = String::from_utf8_lossy(&body[..body.len().min(200)]);
     text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A send error as text for logs, the `hookline-last-error` header and the DLQ: without
+/// the URL reqwest puts in its message (its query string may hold a token), and with the
+/// URL redacted should a cause repeat it.
+fn error_text(error: reqwest::Error, url: &str) -> String {
+    let text = error_chain(&error.without_url());
+    if url.is_empty() {
+        return text;
+    }
+    text.replace(url, &redact_url(url))
 }
 
 /// An error with its causes, which reqwest keeps apart.

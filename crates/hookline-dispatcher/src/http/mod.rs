@@ -4,6 +4,9 @@ mod client;
 mod guard;
 mod request;
 
+#[cfg(test)]
+mod leaks;
+
 pub use client::{Attempt, HttpSender};
 pub use guard::precheck;
 pub use request::{RequestParts, build_request};

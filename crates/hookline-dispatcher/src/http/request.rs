@@ -1,25 +1,47 @@
 //! Building the outbound HTTP request of one attempt: body, Standard Webhooks headers and
 //! signature, the event's own headers and the endpoint's. Pure: no I/O.
 
+use std::fmt;
+
 use hookline_core::WebhookEvent;
 use hookline_core::signing::Signer;
+use hookline_core::url_guard::redact_url;
 
-/// One HTTP POST, ready to send.
-#[derive(Clone, Debug, PartialEq)]
+/// One HTTP POST, ready to send. Its `Debug` shows header names, not their values (they
+/// hold credentials and signatures), and no query string.
+#[derive(Clone, PartialEq)]
 pub struct OutboundRequest {
     /// Where to.
     pub url: String,
+    /// Whether `url` is the event's override: nothing of the endpoint's own credentials
+    /// may be sent with it.
+    pub url_overridden: bool,
     /// Header names and values, in order.
     pub headers: Vec<(String, String)>,
     /// The body: the event's payload bytes, unchanged.
     pub body: Vec<u8>,
 }
 
+impl fmt::Debug for OutboundRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = self.headers.iter().map(|(name, _)| name.as_str()).collect();
+        f.debug_struct("OutboundRequest")
+            .field("url", &redact_url(&self.url))
+            .field("url_overridden", &self.url_overridden)
+            .field("headers", &names)
+            .field("body_len", &self.body.len())
+            .finish()
+    }
+}
+
 /// The inputs of a request besides the event.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 pub struct RequestParts<'a> {
     /// The URL, chosen once when the event was validated.
     pub url: &'a str,
+    /// Whether `url` is the event's override of the endpoint's URL: the request is then
+    /// signed but carries none of `endpoint_headers`.
+    pub url_overridden: bool,
     /// Signing secrets and keys; several while one rotates, none for an unsigned endpoint.
     pub signer: &'a Signer,
     /// Headers the endpoint's configuration adds to every request.
@@ -36,7 +58,13 @@ pub struct RequestParts<'a> {
 pub fn build_request(event: &WebhookEvent, parts: RequestParts<'_>) -> OutboundRequest {
     let url = parts.url.to_owned();
     let mut headers: Vec<(String, String)> = Vec::with_capacity(8 + event.headers.len());
-    for (name, value) in parts.endpoint_headers {
+    // The endpoint's headers are its credentials for its own URL, not for one an event chose.
+    let endpoint_headers = if parts.url_overridden {
+        &[][..]
+    } else {
+        parts.endpoint_headers
+    };
+    for (name, value) in endpoint_headers {
         headers.push((name.clone(), value.clone()));
     }
     for (name, value) in &event.headers {
@@ -60,6 +88,7 @@ pub fn build_request(event: &WebhookEvent, parts: RequestParts<'_>) -> OutboundR
     }
     OutboundRequest {
         url,
+        url_overridden: parts.url_overridden,
         headers,
         body: event.payload.clone(),
     }
@@ -106,6 +135,7 @@ mod tests {
             &event(),
             RequestParts {
                 url: "https://example.com/hook",
+                url_overridden: false,
                 signer: &signer,
                 endpoint_headers: &[],
                 timestamp_s: 1_614_265_330,
@@ -133,6 +163,7 @@ mod tests {
             &event(),
             RequestParts {
                 url: "https://override.example/hook",
+                url_overridden: true,
                 signer: &Signer::default(),
                 endpoint_headers: &[],
                 timestamp_s: 1,
@@ -160,6 +191,7 @@ mod tests {
             RequestParts {
                 url: "https://example.com/hook",
                 signer: &signer,
+                url_overridden: false,
                 endpoint_headers: &[],
                 timestamp_s: 1_614_265_330,
                 traceparent: None,
@@ -183,6 +215,7 @@ mod tests {
             &event(),
             RequestParts {
                 signer: &keys_only,
+                url_overridden: false,
                 url: "https://example.com/hook",
                 endpoint_headers: &[],
                 timestamp_s: 1_614_265_330,
@@ -198,5 +231,41 @@ mod tests {
 
     fn header_of(request: &OutboundRequest) -> &str {
         header(request, "webhook-signature").unwrap_or_default()
+    }
+
+    #[test]
+    fn an_overridden_url_is_signed_but_gets_none_of_the_endpoints_headers() {
+        let secret: SigningSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+            .parse()
+            .expect("valid secret");
+        let signer = Signer::new(vec![secret], Vec::new());
+        let endpoint_headers = [("Authorization".to_owned(), "Bearer tok_SECRET".to_owned())];
+        let parts = |url_overridden| RequestParts {
+            url: "https://example.com/hook?token=q_SECRET",
+            url_overridden,
+            signer: &signer,
+            endpoint_headers: &endpoint_headers,
+            timestamp_s: 1_614_265_330,
+            traceparent: None,
+            attempt: 1,
+        };
+        let own = build_request(&event(), parts(false));
+        assert_eq!(header(&own, "Authorization"), Some("Bearer tok_SECRET"));
+        let overridden = build_request(&event(), parts(true));
+        assert_eq!(header(&overridden, "Authorization"), None);
+        assert!(overridden.url_overridden);
+        assert_eq!(
+            header(&overridden, "webhook-signature"),
+            header(&own, "webhook-signature"),
+            "still signed"
+        );
+        assert_eq!(
+            header(&overridden, "x-tenant"),
+            Some("acme"),
+            "the event's own"
+        );
+        let debug = format!("{own:?}");
+        assert!(!debug.contains("SECRET"), "{debug}");
+        assert!(debug.contains("Authorization"), "{debug}");
     }
 }

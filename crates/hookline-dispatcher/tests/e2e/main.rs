@@ -5,6 +5,7 @@ mod fanout;
 mod faults;
 mod harness;
 mod isolation;
+mod leaks;
 mod ledger;
 mod pipeline;
 mod poison;

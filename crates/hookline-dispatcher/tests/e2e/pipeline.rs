@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::harness::{DEADLINE, Harness, SECRET, event};
 
 /// The Standard Webhooks signature, computed here independently of the dispatcher.
-fn expected_signature(id: &str, timestamp: &str, body: &[u8]) -> String {
+pub(crate) fn expected_signature(id: &str, timestamp: &str, body: &[u8]) -> String {
     let key = base64::engine::general_purpose::STANDARD
         .decode(SECRET.trim_start_matches("whsec_"))
         .expect("secret");

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use anyhow::{Context as _, bail};
 use clap::{Subcommand, ValueEnum};
 use hookline_dlq::archive::{ArchiveWriter, Format, read_archive};
+use hookline_dlq::escape::escape_control;
 use hookline_dlq::filter::{FilterSpec, now_ms};
 use hookline_dlq::json::to_json;
 use hookline_dlq::original::original_event;
@@ -336,7 +337,9 @@ impl View {
 
 /// ` tenant <id>` for a record that has a tenant, nothing for a direct delivery.
 fn tenant_text(tenant: Option<&str>) -> String {
-    tenant.map(|t| format!(" tenant {t}")).unwrap_or_default()
+    tenant
+        .map(|t| format!(" tenant {}", escape_control(t)))
+        .unwrap_or_default()
 }
 
 fn warn_undecodable(places: &[RecordRef]) {
@@ -383,11 +386,11 @@ async fn run_redrive(args: RedriveArgs, context: &Context) -> anyhow::Result<()>
         "redrove"
     };
     for sent in &report.sent {
-        let endpoint = sent.endpoint_id.as_deref().unwrap_or("-");
+        let endpoint = escape_control(sent.endpoint_id.as_deref().unwrap_or("-"));
         let line = format!(
             "{verb} {} event {} endpoint {endpoint}{} -> {}",
             sent.place,
-            sent.event_id,
+            escape_control(&sent.event_id),
             tenant_text(sent.tenant_id.as_deref()),
             sent.target
         );
@@ -396,13 +399,13 @@ async fn run_redrive(args: RedriveArgs, context: &Context) -> anyhow::Result<()>
         }
     }
     for refused in &report.refused {
-        let endpoint = refused.endpoint_id.as_deref().unwrap_or("-");
+        let endpoint = escape_control(refused.endpoint_id.as_deref().unwrap_or("-"));
         let line = format!(
             "refused {} event {} endpoint {endpoint}{}: {}",
             refused.place,
-            refused.event_id,
+            escape_control(&refused.event_id),
             tenant_text(refused.tenant_id.as_deref()),
-            refused.why
+            escape_control(&refused.why.to_string())
         );
         if !out.line(&line)? {
             break;

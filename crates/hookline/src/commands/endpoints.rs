@@ -61,9 +61,13 @@ struct PutArgs {
     /// Deliver one at a time, in order.
     #[arg(long)]
     strict_ordering: bool,
-    /// Extra HTTP header on every delivery; repeatable.
+    /// Extra HTTP header on every delivery; repeatable. Listings show a hint of its value.
     #[arg(long = "header", value_name = "NAME=VALUE", value_parser = parse_key_value)]
     headers: Vec<(String, String)>,
+    /// Let an event's `endpoint_url` replace --url. Such deliveries are signed but carry
+    /// none of the --header values. Without it such events are parked (blocked_url).
+    #[arg(long)]
+    allow_url_override: bool,
     /// The tenant the endpoint belongs to: it then gets the tenant's events of the types
     /// (and channels) it subscribes to.
     #[arg(long)]
@@ -201,6 +205,7 @@ fn config_of(
         event_types: comma_list(&put.event_types),
         channels: comma_list(&put.channels),
         description: put.description.clone(),
+        allow_url_override: put.allow_url_override,
         signing_keys: std::mem::take(&mut signing.signing_keys),
         ..EndpointConfig::new(&put.url, std::mem::take(&mut signing.secrets))
     };
@@ -269,12 +274,23 @@ fn types_cell(config: &EndpointConfig) -> String {
 
 /// `whsec_…` and the last four characters; nothing more of a short or odd secret.
 fn secret_hint(secret: &str) -> String {
-    let chars: Vec<char> = secret.chars().collect();
+    format!("whsec_{}", hint(secret))
+}
+
+/// A header value as listings show it, as a secret is: `…` and the last four characters of
+/// a long value, `…` alone for a short one. Header values are credentials (`Authorization`).
+fn header_hint(value: &str) -> String {
+    hint(value)
+}
+
+/// `…` and the last four characters of a value of at least 20, else `…` alone.
+fn hint(value: &str) -> String {
+    let chars: Vec<char> = value.chars().collect();
     if chars.len() >= 20 {
         let tail: String = chars[chars.len() - 4..].iter().collect();
-        format!("whsec_…{tail}")
+        format!("…{tail}")
     } else {
-        "whsec_…".to_owned()
+        "…".to_owned()
     }
 }
 
@@ -306,6 +322,9 @@ fn table_text(table: &EndpointList) -> String {
         }
         if config.strict_ordering {
             limits.push("ordered".to_owned());
+        }
+        if config.allow_url_override {
+            limits.push("url-override".to_owned());
         }
         let hints: Vec<String> = config.secrets.iter().map(|s| secret_hint(s)).collect();
         let channels = if config.channels.is_empty() {
@@ -353,8 +372,8 @@ fn table_text(table: &EndpointList) -> String {
     out
 }
 
-/// The endpoints as JSON objects with their id, secrets replaced by hints, signing keys by
-/// their public keys (`public_keys`) and the URL redacted.
+/// The endpoints as JSON objects with their id, secrets and header values replaced by hints,
+/// signing keys by their public keys (`public_keys`) and the URL redacted.
 fn table_json(table: &EndpointList) -> serde_json::Value {
     let endpoints: Vec<serde_json::Value> = table
         .endpoints
@@ -370,6 +389,14 @@ fn table_json(table: &EndpointList) -> serde_json::Value {
             object.insert("secrets".into(), hints.into());
             object.remove("signing_keys");
             object.insert("public_keys".into(), public_keys(config).into());
+            if !config.headers.is_empty() {
+                let headers: serde_json::Map<String, serde_json::Value> = config
+                    .headers
+                    .iter()
+                    .map(|(name, value)| (name.clone(), header_hint(value).into()))
+                    .collect();
+                object.insert("headers".into(), headers.into());
+            }
             serde_json::Value::Object(object)
         })
         .collect();
@@ -539,5 +566,37 @@ mod tests {
     #[test]
     fn short_secrets_show_nothing() {
         assert_eq!(secret_hint("whsec_abc"), "whsec_…");
+    }
+
+    #[test]
+    fn header_values_are_shown_as_hints() {
+        let mut table = list();
+        let config = table.endpoints.get_mut("ep_a").expect("ep_a");
+        config.headers.insert(
+            "Authorization".into(),
+            "Bearer tok_live_TOPSECRET_9f3a".into(),
+        );
+        config.headers.insert("X-Team".into(), "TOPSECRET".into());
+        let json = table_json(&table);
+        let text = json.to_string();
+        assert!(!text.contains("TOPSECRET"), "{text}");
+        assert_eq!(json[0]["headers"]["Authorization"], "…9f3a");
+        assert_eq!(
+            json[0]["headers"]["X-Team"], "…",
+            "nothing of a short value"
+        );
+        assert!(!table_text(&table).contains("TOPSECRET"));
+    }
+
+    #[test]
+    fn put_can_allow_url_overrides() {
+        assert!(!put(&[]).expect("valid").allow_url_override);
+        let config = put(&["--allow-url-override"]).expect("valid");
+        assert!(config.allow_url_override);
+        let text = table_text(&EndpointList {
+            endpoints: BTreeMap::from([("ep".to_owned(), config)]),
+            ..EndpointList::default()
+        });
+        assert!(text.contains("url-override"), "{text}");
     }
 }

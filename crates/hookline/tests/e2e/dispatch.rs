@@ -17,7 +17,7 @@ const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const DEADLINE: Duration = Duration::from_secs(90);
 
 /// Starts `hookline dispatch` with `config`, logging to `<dir>/<name>.log`.
-fn dispatcher(name: &str, topics: &TestTopics, config: &Path, dir: &Path) -> Child {
+pub(crate) fn dispatcher(name: &str, topics: &TestTopics, config: &Path, dir: &Path) -> Child {
     let log = std::fs::File::create(dir.join(format!("{name}.log"))).expect("log file");
     Command::new(env!("CARGO_BIN_EXE_hookline"))
         .args(["--bootstrap-servers", &kafka_settings().bootstrap_servers])

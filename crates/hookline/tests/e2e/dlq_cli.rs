@@ -18,7 +18,7 @@ use tokio::process::Command;
 const DEADLINE: Duration = Duration::from_secs(60);
 
 /// Runs `hookline --events-topic <events> <args>` against the local stack.
-async fn hookline(events: &str, args: &[&str]) -> Output {
+pub(crate) async fn hookline(events: &str, args: &[&str]) -> Output {
     hookline_with(events, &registry_settings().url, args).await
 }
 
@@ -37,11 +37,11 @@ async fn hookline_with(events: &str, registry: &str, args: &[&str]) -> Output {
         .expect("hookline runs")
 }
 
-fn stdout(o: &Output) -> String {
+pub(crate) fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-fn stderr(o: &Output) -> String {
+pub(crate) fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
@@ -86,7 +86,7 @@ fn records_in(topic: &str) -> Option<i64> {
 }
 
 /// Creates `<events>`, its DLQ and actions topics, and parks `envelopes` in the DLQ.
-async fn stack_with(events: &str, envelopes: &[DlqEnvelope]) {
+pub(crate) async fn stack_with(events: &str, envelopes: &[DlqEnvelope]) {
     let kafka = kafka_settings();
     let dlq = format!("{events}.dlq");
     ensure_topics(
@@ -115,7 +115,7 @@ async fn stack_with(events: &str, envelopes: &[DlqEnvelope]) {
     }
 }
 
-fn envelope(endpoint: &str, reason: ErrorReason, ago_ms: i64) -> DlqEnvelope {
+pub(crate) fn envelope(endpoint: &str, reason: ErrorReason, ago_ms: i64) -> DlqEnvelope {
     let event_id = unique_name("evt");
     DlqEnvelope {
         envelope_version: ENVELOPE_VERSION,

@@ -6,4 +6,5 @@ mod dispatch;
 mod dlq_cli;
 mod fanout;
 mod kafka_properties;
+mod leaks;
 mod secrets;

@@ -78,6 +78,10 @@ pub struct EndpointConfig {
     /// Free text for people, at most 1024 bytes. Default none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// Whether an event's `endpoint_url` may replace `url`. Such a delivery is signed but
+    /// carries none of `headers`. Default false: the event is parked (`blocked_url`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_url_override: bool,
 }
 
 /// Longest endpoint `description`, in bytes.
@@ -112,6 +116,7 @@ impl EndpointConfig {
             event_types: Vec::new(),
             channels: Vec::new(),
             description: None,
+            allow_url_override: false,
         }
     }
 
@@ -126,7 +131,7 @@ impl EndpointConfig {
 
     /// Parses and validates a record value.
     pub fn from_json(bytes: &[u8]) -> Result<Self, EndpointError> {
-        let config: EndpointConfig = serde_json::from_slice(bytes).map_err(EndpointError::Json)?;
+        let config: EndpointConfig = super::from_json_slice(bytes).map_err(EndpointError::Json)?;
         config.validate()?;
         Ok(config)
     }
@@ -184,6 +189,7 @@ impl EndpointConfig {
             retry: self.retry.clone(),
             strict_ordering: self.strict_ordering,
             headers: self.headers.clone(),
+            allow_url_override: self.allow_url_override,
         })
     }
 
@@ -292,6 +298,7 @@ impl fmt::Debug for EndpointConfig {
             .field("event_types", &self.event_types)
             .field("channels", &self.channels)
             .field("description", &self.description)
+            .field("allow_url_override", &self.allow_url_override)
             .finish()
     }
 }

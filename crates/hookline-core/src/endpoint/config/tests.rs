@@ -171,3 +171,56 @@ fn debug_never_shows_secrets_or_query() {
         .expect_err("invalid");
     assert!(!err.to_string().contains("!!"), "{err}");
 }
+
+/// An error's message with those of all its sources, as `{:#}` in anyhow shows it.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+#[test]
+fn a_json_type_error_names_the_field_and_never_the_value() {
+    let json = format!(r#"{{"url":"https://example.com/hook","secrets":"{SECRET}"}}"#);
+    let err = EndpointConfig::from_json(json.as_bytes()).expect_err("a string is not a list");
+    let text = chain(&err);
+    assert!(!text.contains("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"), "{text}");
+    assert!(
+        text.contains("`secrets`: invalid type, expected a sequence (line 1, column"),
+        "{text}"
+    );
+    let json = format!(
+        r#"{{"url":"https://example.com/hook","secrets":["{SECRET}"],
+        "headers":{{"Authorization":["Bearer tok_live_TOPSECRET"]}}}}"#
+    );
+    let err = EndpointConfig::from_json(json.as_bytes()).expect_err("a list is not a value");
+    let text = chain(&err);
+    assert!(!text.contains("TOPSECRET"), "{text}");
+    assert!(text.contains("`headers.Authorization`"), "{text}");
+}
+
+#[test]
+fn url_overrides_are_off_unless_asked_for() {
+    let json = format!(r#"{{"url":"https://example.com/hook","secrets":["{SECRET}"]}}"#);
+    let c = EndpointConfig::from_json(json.as_bytes()).expect("valid");
+    assert!(!c.allow_url_override);
+    assert!(!c.to_endpoint().expect("valid").allow_url_override);
+    assert!(
+        !String::from_utf8_lossy(&c.to_json()).contains("allow_url_override"),
+        "the default is left out of the record"
+    );
+    let json = format!(
+        r#"{{"url":"https://example.com/hook","secrets":["{SECRET}"],"allow_url_override":true}}"#
+    );
+    let c = EndpointConfig::from_json(json.as_bytes()).expect("valid");
+    assert!(c.to_endpoint().expect("valid").allow_url_override);
+    assert_eq!(
+        EndpointConfig::from_json(&c.to_json()).expect("round trip"),
+        c
+    );
+}

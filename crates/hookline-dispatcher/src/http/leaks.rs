@@ -1,0 +1,60 @@
+//! The text of a failed attempt never holds the URL's query string: it goes into logs, the
+//! `hookline-last-error` retry header and the DLQ's `error_message`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hookline_core::url_guard::AddressPolicy;
+
+use super::HttpSender;
+use super::request::OutboundRequest;
+
+fn sender() -> HttpSender {
+    let policy = AddressPolicy {
+        allow_loopback: true,
+        ..AddressPolicy::default()
+    };
+    HttpSender::new(Arc::new(policy), "hookline-test", 1024).expect("a client")
+}
+
+fn request(url: String) -> OutboundRequest {
+    OutboundRequest {
+        url,
+        url_overridden: false,
+        headers: Vec::new(),
+        body: b"{}".to_vec(),
+    }
+}
+
+#[tokio::test]
+async fn a_refused_connection_is_told_without_the_query_string() {
+    // A port that was just free: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port();
+    let url = format!("http://127.0.0.1:{port}/hook?token=SECRETVALUE");
+    let attempt = sender().send(&request(url), Duration::from_secs(5)).await;
+    assert!(attempt.status().is_none(), "{}", attempt.detail);
+    assert!(
+        !attempt.detail.contains("SECRETVALUE"),
+        "{}",
+        attempt.detail
+    );
+    assert!(!attempt.detail.is_empty());
+}
+
+#[tokio::test]
+async fn a_refused_address_is_told_without_the_query_string() {
+    // The guarded resolver refuses loopback for this client: the error comes from it.
+    let sender = HttpSender::new(Arc::new(AddressPolicy::default()), "hookline-test", 1024)
+        .expect("a client");
+    let url = "http://localhost:9/hook?token=SECRETVALUE".to_owned();
+    let attempt = sender.send(&request(url), Duration::from_secs(5)).await;
+    assert!(
+        !attempt.detail.contains("SECRETVALUE"),
+        "{}",
+        attempt.detail
+    );
+    assert!(attempt.detail.contains("refused"), "{}", attempt.detail);
+}
