@@ -12,6 +12,7 @@ use hookline_kafka::{Compatibility, KafkaSettings, RegistrySettings};
 use serde::{Deserialize, Serialize};
 
 pub use crate::fanout::FanoutConfig;
+pub use outbound::OutboundConfig;
 
 use crate::error::{DispatchError, Result};
 
@@ -184,18 +185,6 @@ pub struct BreakerConfig {
     pub open_ms: u64,
     /// Probes admitted when half-open, at least 1.
     pub half_open_probes: u32,
-}
-
-/// Outbound address policy (SSRF guard). Public addresses are always allowed.
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct OutboundConfig {
-    /// Allow 127.0.0.0/8 and ::1 (tests, sidecars).
-    pub allow_loopback: bool,
-    /// Allow RFC 1918, CGNAT and unique-local addresses.
-    pub allow_private: bool,
-    /// Allow link-local addresses (cloud metadata lives there: leave this off).
-    pub allow_link_local: bool,
 }
 
 /// The admin port.
@@ -559,6 +548,8 @@ mod tests {
         assert_eq!(config.retry.base_ms, 100);
     }
 }
+
+mod outbound;
 
 #[cfg(test)]
 pub(crate) mod fuzz;

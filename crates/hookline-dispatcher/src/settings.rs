@@ -163,12 +163,7 @@ impl DispatcherConfig {
             .dlq
             .clone()
             .unwrap_or_else(|| format!("{}.dlq", self.topics.events));
-        let address_policy = AddressPolicy {
-            allow_loopback: self.outbound.allow_loopback,
-            allow_private: self.outbound.allow_private,
-            allow_link_local: self.outbound.allow_link_local,
-            ..AddressPolicy::default()
-        };
+        let address_policy = self.outbound.to_policy()?;
         let dispatcher_id = self
             .dispatcher_id
             .clone()
