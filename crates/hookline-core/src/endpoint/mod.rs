@@ -2,6 +2,7 @@
 //! endpoint id, and their validated run-time form.
 
 mod config;
+mod credentials;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -15,6 +16,7 @@ use crate::url_guard::{ParsedTarget, UrlError, redact_url};
 pub use config::{
     EndpointConfig, MAX_DESCRIPTION_LEN, MAX_SECRETS, MAX_TIMEOUT_MS, MIN_RATE_PER_S,
 };
+pub use credentials::{MAX_CREDENTIAL_LEN, MAX_PEM_LEN, ReceiverAuth, secret_hint};
 
 /// An endpoint config that cannot be used, naming the field. Never shows a secret.
 #[derive(Debug, thiserror::Error)]

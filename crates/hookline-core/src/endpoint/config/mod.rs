@@ -7,10 +7,12 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::credentials::{self, ReceiverAuth};
 use super::{Endpoint, EndpointError};
 use crate::event::{MAX_HEADER_VALUE_LEN, MAX_HEADERS, MAX_ID_LEN};
 use crate::http_field::{is_field_value, is_reserved, is_token};
 use crate::policy::PolicyOverride;
+use crate::secret::Secret;
 use crate::signing::SigningSecret;
 use crate::subscription::{
     MAX_CHANNELS, MAX_EVENT_TYPES, Subscription, check_channel, check_pattern,
@@ -70,6 +72,25 @@ pub struct EndpointConfig {
     /// Free text for people, at most 1024 bytes. Default none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// PEM client certificate chain presented for mTLS (leaf first); needs `client_key`
+    /// and an https `url`. Default none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_certificate: Option<String>,
+    /// PEM private key of `client_certificate` (a secret: never shown). Default none.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "credentials::expose_opt",
+        deserialize_with = "credentials::stored_opt"
+    )]
+    pub client_key: Option<Secret>,
+    /// A credential sent as `Authorization` to the endpoint's own URL. Default none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<ReceiverAuth>,
+    /// PEM CA certificates trusted for the receiver's certificate, besides the system
+    /// roots (a receiver with a private CA); needs an https `url`. Default none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_ca: Option<String>,
 }
 
 /// Longest endpoint `description`, in bytes.
@@ -103,6 +124,10 @@ impl EndpointConfig {
             event_types: Vec::new(),
             channels: Vec::new(),
             description: None,
+            client_certificate: None,
+            client_key: None,
+            auth: None,
+            server_ca: None,
         }
     }
 
@@ -180,6 +205,7 @@ impl EndpointConfig {
         }
         self.check_headers()?;
         self.check_subscription()?;
+        credentials::check(self, target.scheme == crate::url_guard::Scheme::Https)?;
         Ok(Endpoint {
             target,
             secrets,
@@ -294,6 +320,10 @@ impl fmt::Debug for EndpointConfig {
             .field("event_types", &self.event_types)
             .field("channels", &self.channels)
             .field("description", &self.description)
+            .field("client_certificate", &self.client_certificate.is_some())
+            .field("client_key", &self.client_key)
+            .field("auth", &self.auth)
+            .field("server_ca", &self.server_ca.is_some())
             .finish()
     }
 }
