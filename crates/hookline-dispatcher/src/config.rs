@@ -140,6 +140,9 @@ pub struct HttpConfig {
     pub max_response_bytes: usize,
     /// The User-Agent header.
     pub user_agent: String,
+    /// A PEM file of CA certificates trusted besides the system roots for every endpoint
+    /// (a private PKI; endpoints may add their own with `server_ca`). Default none.
+    pub ca_file: Option<PathBuf>,
 }
 
 /// Concurrency limits.
@@ -251,6 +254,7 @@ impl Default for HttpConfig {
             max_payload_bytes: 900_000,
             max_response_bytes: 64 * 1024,
             user_agent: format!("hookline/{}", env!("CARGO_PKG_VERSION")),
+            ca_file: None,
         }
     }
 }

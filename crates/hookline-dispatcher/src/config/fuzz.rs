@@ -48,6 +48,7 @@ const KEYS: &[(&str, &str)] = &[
     ("http", "max_payload_bytes"),
     ("http", "max_response_bytes"),
     ("http", "user_agent"),
+    ("http", "ca_file"),
     ("concurrency", "max_in_flight"),
     ("concurrency", "max_pending"),
     ("concurrency", "per_endpoint"),

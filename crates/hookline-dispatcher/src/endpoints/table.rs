@@ -16,6 +16,8 @@ use tokio::sync::{Notify, Semaphore};
 
 use hookline_core::breaker::{BreakerPolicy, CircuitBreaker};
 
+use crate::http::{ClientFactory, endpoint_tls};
+
 /// Defaults applied to endpoints whose configuration leaves a field out.
 #[derive(Clone, Debug)]
 pub struct EndpointDefaults {
@@ -34,6 +36,8 @@ pub struct EndpointDefaults {
     pub queue: usize,
     /// The circuit breaker of each endpoint.
     pub breaker: BreakerPolicy,
+    /// Builds the HTTP client of an endpoint with TLS material of its own.
+    pub clients: ClientFactory,
 }
 
 /// An endpoint ready for deliveries.
@@ -60,6 +64,9 @@ pub struct Endpoint {
     /// Slots for records waiting for or holding one of its permits: the endpoint's share of
     /// the records in flight, so that a slow endpoint cannot take them all.
     pub queue: Arc<Semaphore>,
+    /// Its own HTTP client when it has a client certificate or a `server_ca`, built once
+    /// per config version; `None`: the dispatcher's shared client.
+    pub client: Option<reqwest::Client>,
 }
 
 /// Why an endpoint configuration was not taken.
@@ -172,6 +179,7 @@ impl EndpointTable {
             .to_endpoint()
             .map_err(|error| rejected(error.to_string()))?
             .secrets;
+        let client = self.client_for(id, &config).map_err(rejected)?;
         let mut retry = match &config.retry {
             Some(over) => self.defaults.retry.with_override(over),
             None => self.defaults.retry,
@@ -245,6 +253,7 @@ impl EndpointTable {
             breaker,
             limiter,
             queue,
+            client,
         };
         let subscription = endpoint.config.subscription();
         endpoints.insert(id.to_owned(), Arc::new(endpoint));
@@ -258,6 +267,32 @@ impl EndpointTable {
             None => subscriptions.remove(id),
         }
         Ok(())
+    }
+
+    /// The client of an endpoint with TLS material of its own: the one it has when that
+    /// material is unchanged, else a new one. A certificate or key that cannot be used is
+    /// refused naming its field.
+    fn client_for(
+        &self,
+        id: &str,
+        config: &EndpointConfig,
+    ) -> Result<Option<reqwest::Client>, String> {
+        let Some(tls) = endpoint_tls(config).map_err(|error| error.to_string())? else {
+            return Ok(None);
+        };
+        if let Some(old) = self.get(id)
+            && old.config.client_certificate == config.client_certificate
+            && old.config.client_key == config.client_key
+            && old.config.server_ca == config.server_ca
+            && old.client.is_some()
+        {
+            return Ok(old.client.clone());
+        }
+        self.defaults
+            .clients
+            .build(Some(&tls))
+            .map(Some)
+            .map_err(|error| format!("its TLS client cannot be built: {error}"))
     }
 
     /// Removes an endpoint (a tombstone in the topic).

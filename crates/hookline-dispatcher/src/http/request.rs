@@ -2,6 +2,8 @@
 //! signature, the event's own headers and the endpoint's. Pure: no I/O.
 
 use hookline_core::WebhookEvent;
+use hookline_core::endpoint::ReceiverAuth;
+use hookline_core::secret::Secret;
 use hookline_core::signing::{SigningSecret, sign};
 
 /// One HTTP POST, ready to send.
@@ -13,6 +15,9 @@ pub struct OutboundRequest {
     pub headers: Vec<(String, String)>,
     /// The body: the event's payload bytes, unchanged.
     pub body: Vec<u8>,
+    /// The `Authorization` value from the endpoint's credential, kept apart from the
+    /// headers so that it never shows in their `Debug`.
+    pub authorization: Option<Secret>,
 }
 
 /// The inputs of a request besides the event.
@@ -30,6 +35,9 @@ pub struct RequestParts<'a> {
     pub traceparent: Option<&'a str>,
     /// The attempt number, starting at 1.
     pub attempt: u32,
+    /// The endpoint's credential for its receiver, sent as `Authorization`. `None` for an
+    /// attempt to an override URL: see `delivery::attempt::endpoint_extras`.
+    pub credential: Option<&'a ReceiverAuth>,
 }
 
 /// Builds the request for `event`.
@@ -65,6 +73,7 @@ pub fn build_request(event: &WebhookEvent, parts: RequestParts<'_>) -> OutboundR
         url,
         headers,
         body: event.payload.clone(),
+        authorization: parts.credential.map(ReceiverAuth::header_value),
     }
 }
 
@@ -111,6 +120,7 @@ mod tests {
                 timestamp_s: 1_614_265_330,
                 traceparent: None,
                 attempt: 1,
+                credential: None,
             },
         );
         assert_eq!(
@@ -138,11 +148,39 @@ mod tests {
                 timestamp_s: 1,
                 traceparent: Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"),
                 attempt: 3,
+                credential: None,
             },
         );
         assert_eq!(header(&request, "webhook-signature"), None);
         assert_eq!(request.url, "https://override.example/hook");
         assert_eq!(header(&request, "webhook-attempt"), Some("3"));
         assert!(header(&request, "traceparent").is_some());
+        assert_eq!(request.authorization, None);
+    }
+
+    #[test]
+    fn a_credential_becomes_authorization_apart_from_the_headers() {
+        let credential = ReceiverAuth::Bearer {
+            token: Secret::new("tok_s3cret_value_1234"),
+        };
+        let request = build_request(
+            &event(),
+            RequestParts {
+                url: "https://example.com/hook",
+                secrets: &[],
+                endpoint_headers: &[("x-env".to_owned(), "prod".to_owned())],
+                timestamp_s: 1,
+                traceparent: None,
+                attempt: 1,
+                credential: Some(&credential),
+            },
+        );
+        assert_eq!(
+            request.authorization.as_ref().map(Secret::expose),
+            Some("Bearer tok_s3cret_value_1234")
+        );
+        assert_eq!(header(&request, "authorization"), None);
+        assert_eq!(header(&request, "x-env"), Some("prod"));
+        assert!(!format!("{request:?}").contains("s3cret"));
     }
 }
