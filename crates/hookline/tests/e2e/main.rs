@@ -3,4 +3,5 @@
 mod cli;
 mod dispatch;
 mod dlq_cli;
+mod egress;
 mod fanout;
