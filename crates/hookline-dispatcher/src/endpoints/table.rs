@@ -327,3 +327,6 @@ fn semaphore(permits: u32) -> Arc<Semaphore> {
         usize::try_from(permits).unwrap_or(usize::MAX),
     ))
 }
+
+#[cfg(test)]
+mod tests;
