@@ -1,7 +1,14 @@
 //! SSRF guard: which URLs and resolved addresses a delivery may go to (pure checks).
 //!
-//! [`check_url`] checks the URL's shape; the dispatcher resolves the host and calls
-//! [`check_ip`] on every address before connecting (and connects only to checked ones).
+//! [`check_url`] checks the URL's shape and [`check_port`] its port; the dispatcher
+//! resolves the host and calls [`check_ip`] on every address before connecting (and
+//! connects only to checked ones).
+//!
+//! Precedence of [`check_ip`], first match wins: `deny_cidrs` (refused) > cloud metadata
+//! addresses (refused unless `allow_cidrs` names the address itself, e.g.
+//! `169.254.169.254/32`) > `allow_cidrs` (allowed) > the class flags (`allow_loopback`,
+//! `allow_private`, `allow_link_local`) > refused if not public. Every rule sees the IPv4
+//! address inside IPv4-mapped, NAT64 and 6to4 IPv6 addresses too.
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -162,7 +169,7 @@ pub enum AddressClass {
     SharedCgnat,
     /// 169.254.0.0/16, fe80::/10.
     LinkLocal,
-    /// Cloud metadata services: 169.254.169.254, 169.254.170.2, fd00:ec2::254.
+    /// Cloud metadata and instance credential services, see [`METADATA_ADDRESSES`].
     Metadata,
     /// 0.0.0.0, ::.
     Unspecified,
@@ -175,6 +182,8 @@ pub enum AddressClass {
     /// Other reserved space: 0/8, 192.0.0/24, 198.18/15, 240/4, 64:ff9b:1::/48, 100::/64,
     /// 2001::/23, IPv4-compatible ::/96.
     Reserved,
+    /// In the policy's `deny_cidrs` (whatever its class; public addresses too).
+    Denied,
 }
 
 impl AddressClass {
@@ -191,6 +200,7 @@ impl AddressClass {
             AddressClass::Broadcast => "broadcast",
             AddressClass::Documentation => "documentation",
             AddressClass::Reserved => "reserved",
+            AddressClass::Denied => "denied",
         }
     }
 }
@@ -211,9 +221,60 @@ pub struct AddressPolicy {
     pub allow_private: bool,
     /// Allow link-local addresses (not the metadata services). Default false.
     pub allow_link_local: bool,
-    /// Networks always allowed, whatever their class, e.g. `["10.1.2.0/24"]`; the only way
-    /// to allow a metadata, multicast or reserved address.
+    /// Networks allowed whatever their class, e.g. `["10.1.2.0/24"]`; the only way to allow
+    /// a multicast or reserved address. A metadata address is allowed only by a network
+    /// that is the address itself (`169.254.169.254/32`), never by a wider one.
     pub allow_cidrs: Vec<IpNet>,
+    /// Networks always refused, whatever the other fields, e.g. `["10.0.0.0/8"]`.
+    pub deny_cidrs: Vec<IpNet>,
+    /// The only ports URLs may use (explicit or the scheme's default), e.g. `[443, 8443]`.
+    /// Empty (the default): any port.
+    pub allowed_ports: Vec<u16>,
+}
+
+/// Cloud metadata and instance credential services: refused whatever the class flags and
+/// however wide an `allow_cidrs` network, since a webhook that reaches one hands out the
+/// host's cloud credentials.
+pub const METADATA_ADDRESSES: &[IpAddr] = &[
+    // AWS, GCP, Azure, OpenStack, DigitalOcean, Oracle, IBM, Hetzner instance metadata.
+    IpAddr::V4(Ipv4Addr::new(169, 254, 169, 254)),
+    // AWS ECS task credentials.
+    IpAddr::V4(Ipv4Addr::new(169, 254, 170, 2)),
+    // AWS EKS Pod Identity agent.
+    IpAddr::V4(Ipv4Addr::new(169, 254, 170, 23)),
+    // Tencent Cloud metadata.
+    IpAddr::V4(Ipv4Addr::new(169, 254, 0, 23)),
+    // Alibaba Cloud metadata (in the CGNAT range that `allow_private` opens).
+    IpAddr::V4(Ipv4Addr::new(100, 100, 100, 200)),
+    // Oracle Cloud legacy metadata.
+    IpAddr::V4(Ipv4Addr::new(192, 0, 0, 192)),
+    // Azure WireServer (host agent; a public address reachable only from inside Azure).
+    IpAddr::V4(Ipv4Addr::new(168, 63, 129, 16)),
+    // AWS IMDS over IPv6 (Nitro).
+    IpAddr::V6(Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254)),
+    // AWS EKS Pod Identity agent over IPv6.
+    IpAddr::V6(Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x23)),
+    // GCP metadata over IPv6.
+    IpAddr::V6(Ipv6Addr::new(0xfd20, 0xce, 0, 0, 0, 0, 0, 0x254)),
+    // OpenStack metadata over IPv6 (link-local).
+    IpAddr::V6(Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0xa9fe, 0xa9fe)),
+];
+
+/// A port refused by the [`AddressPolicy`]'s `allowed_ports`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("port {port} is not in the allowed ports")]
+pub struct PortBlocked {
+    /// The URL's port (explicit or the scheme's default).
+    pub port: u16,
+}
+
+/// Checks a URL's port (explicit or default) against `allowed_ports`.
+pub fn check_port(port: u16, policy: &AddressPolicy) -> Result<(), PortBlocked> {
+    if policy.allowed_ports.is_empty() || policy.allowed_ports.contains(&port) {
+        Ok(())
+    } else {
+        Err(PortBlocked { port })
+    }
 }
 
 /// An address refused by the [`AddressPolicy`].
@@ -238,17 +299,37 @@ impl Blocked {
     }
 }
 
-/// Checks a resolved address against the policy.
+/// Checks a resolved address against the policy (precedence in the module docs).
 pub fn check_ip(ip: IpAddr, allow: &AddressPolicy) -> Result<(), Blocked> {
+    // The address as written and the IPv4 address it carries, if any: a rule matching
+    // either applies.
+    let forms = [Some(ip), embedded_v4(ip).map(IpAddr::V4)];
+    let forms = forms.iter().flatten();
+    let in_nets = |nets: &[IpNet]| {
+        nets.iter()
+            .any(|net| forms.clone().any(|form| net.contains(form)))
+    };
+    if in_nets(&allow.deny_cidrs) {
+        return Err(Blocked {
+            ip,
+            class: AddressClass::Denied,
+        });
+    }
     let Some(class) = classify_ip(ip) else {
         return Ok(());
     };
-    let embedded = embedded_v4(ip).map(IpAddr::V4);
-    let in_allowed_net = allow
-        .allow_cidrs
-        .iter()
-        .any(|net| net.contains(&ip) || embedded.is_some_and(|v4| net.contains(&v4)));
-    let allowed = in_allowed_net
+    if class == AddressClass::Metadata {
+        // Only a network that is the metadata address itself opens it.
+        let named = allow.allow_cidrs.iter().any(|net| {
+            net.prefix_len() == net.max_prefix_len() && forms.clone().any(|form| net.contains(form))
+        });
+        return if named {
+            Ok(())
+        } else {
+            Err(Blocked { ip, class })
+        };
+    }
+    let allowed = in_nets(&allow.allow_cidrs)
         || match class {
             AddressClass::Loopback => allow.allow_loopback,
             AddressClass::Private | AddressClass::SharedCgnat => allow.allow_private,
@@ -258,7 +339,8 @@ pub fn check_ip(ip: IpAddr, allow: &AddressPolicy) -> Result<(), Blocked> {
             | AddressClass::Multicast
             | AddressClass::Broadcast
             | AddressClass::Documentation
-            | AddressClass::Reserved => false,
+            | AddressClass::Reserved
+            | AddressClass::Denied => false,
         };
     if allowed {
         Ok(())
@@ -287,13 +369,18 @@ fn in_v6(ip: Ipv6Addr, net: u128, prefix: u32) -> bool {
     u128::from(ip) & mask == net & mask
 }
 
+fn is_metadata(ip: IpAddr) -> bool {
+    METADATA_ADDRESSES.contains(&ip)
+}
+
 fn classify_v4(ip: Ipv4Addr) -> Option<AddressClass> {
     use AddressClass as C;
+    if is_metadata(IpAddr::V4(ip)) {
+        return Some(C::Metadata);
+    }
     const TABLE: &[([u8; 4], u32, AddressClass)] = &[
         ([0, 0, 0, 0], 32, C::Unspecified),
         ([255, 255, 255, 255], 32, C::Broadcast),
-        ([169, 254, 169, 254], 32, C::Metadata),
-        ([169, 254, 170, 2], 32, C::Metadata),
         ([0, 0, 0, 0], 8, C::Reserved),
         ([127, 0, 0, 0], 8, C::Loopback),
         ([10, 0, 0, 0], 8, C::Private),
@@ -339,10 +426,12 @@ fn classify_v6(ip: Ipv6Addr) -> Option<AddressClass> {
     if let Some(v4) = embedded_v4(IpAddr::V6(ip)) {
         return classify_v4(v4);
     }
+    if is_metadata(IpAddr::V6(ip)) {
+        return Some(C::Metadata);
+    }
     const TABLE: &[(u128, u32, AddressClass)] = &[
         (0, 128, C::Unspecified),
         (1, 128, C::Loopback),
-        (0xfd00_0ec2_0000_0000_0000_0000_0000_0254, 128, C::Metadata),
         (0, 96, C::Reserved),
         (0x0064_ff9b_0001_0000_0000_0000_0000_0000, 48, C::Reserved),
         (0x0100_0000_0000_0000_0000_0000_0000_0000, 64, C::Reserved),

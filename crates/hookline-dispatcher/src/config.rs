@@ -12,6 +12,7 @@ use hookline_kafka::{Compatibility, KafkaSettings, RegistrySettings};
 use serde::{Deserialize, Serialize};
 
 pub use crate::fanout::FanoutConfig;
+pub use outbound::OutboundConfig;
 
 use crate::error::{DispatchError, Result};
 
@@ -141,6 +142,9 @@ pub struct HttpConfig {
     pub max_response_bytes: usize,
     /// The User-Agent header.
     pub user_agent: String,
+    /// A PEM file of CA certificates trusted besides the system roots for every endpoint
+    /// (a private PKI; endpoints may add their own with `server_ca`). Default none.
+    pub ca_file: Option<PathBuf>,
 }
 
 /// Concurrency limits.
@@ -186,18 +190,6 @@ pub struct BreakerConfig {
     pub open_ms: u64,
     /// Probes admitted when half-open, at least 1.
     pub half_open_probes: u32,
-}
-
-/// Outbound address policy (SSRF guard). Public addresses are always allowed.
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct OutboundConfig {
-    /// Allow 127.0.0.0/8 and ::1 (tests, sidecars).
-    pub allow_loopback: bool,
-    /// Allow RFC 1918, CGNAT and unique-local addresses.
-    pub allow_private: bool,
-    /// Allow link-local addresses (cloud metadata lives there: leave this off).
-    pub allow_link_local: bool,
 }
 
 /// The admin port.
@@ -264,6 +256,7 @@ impl Default for HttpConfig {
             max_payload_bytes: 900_000,
             max_response_bytes: 64 * 1024,
             user_agent: format!("hookline/{}", env!("CARGO_PKG_VERSION")),
+            ca_file: None,
         }
     }
 }
@@ -561,6 +554,8 @@ mod tests {
         assert_eq!(config.retry.base_ms, 100);
     }
 }
+
+mod outbound;
 
 #[cfg(test)]
 pub(crate) mod fuzz;

@@ -24,7 +24,7 @@ use crate::delivery::{Ctx, Writer};
 use crate::endpoints::{EndpointDefaults, EndpointTable, follow_topic, load_file};
 use crate::error::{DispatchError, Result};
 use crate::fanout;
-use crate::http::HttpSender;
+use crate::http::{ClientFactory, HttpSender};
 use crate::ledger::Ledger;
 use crate::metrics::Metrics;
 use crate::poll::{DispatchConsumer, lag_gauge, run_loop};
@@ -128,12 +128,8 @@ pub async fn start(settings: Settings, shutdown: CancellationToken) -> Result<Ru
         .map_err(|source| DispatchError::kafka("creating the producer", source))?;
     let abandon = CancellationToken::new();
     let ctx = Arc::new(Ctx {
-        http: HttpSender::new(
-            Arc::new(settings.address_policy.clone()),
-            &settings.user_agent,
-            settings.max_response_bytes,
-        )
-        .map_err(DispatchError::Http)?,
+        http: HttpSender::new(&client_factory(&settings), settings.max_response_bytes)
+            .map_err(DispatchError::Http)?,
         writer: Writer::new(
             producer,
             settings.dlq_topic.clone(),
@@ -328,6 +324,15 @@ pub(crate) async fn register_dlq_schema(settings: &Settings, registry: &Registry
     Ok(schema_id)
 }
 
+/// How the dispatcher's HTTP clients are built: address guard, User-Agent, extra roots.
+fn client_factory(settings: &Settings) -> ClientFactory {
+    ClientFactory::new(
+        Arc::new(settings.address_policy.clone()),
+        &settings.user_agent,
+        settings.ca_roots.clone(),
+    )
+}
+
 /// The endpoint table, loaded from the endpoints file and the endpoints topic (read to its
 /// end), then followed until `shutdown`.
 pub(crate) async fn load_endpoints(
@@ -350,6 +355,7 @@ pub(crate) async fn load_endpoints(
         queue: settings.per_endpoint_queue,
         retry: settings.retry,
         breaker: settings.breaker,
+        clients: client_factory(settings),
     }));
     if let Some(path) = &settings.endpoints_file {
         let count = load_file(path, &endpoints)?;

@@ -31,6 +31,7 @@ pub use config::{
 pub use dispatcher::{Running, start, start_fanout};
 pub use error::{DispatchError, Result};
 pub use fanout::{FanoutConfig, FanoutSettings};
+pub use http::{TlsError, endpoint_tls};
 pub use ledger::{LedgerError, LedgerSettings};
 pub use metrics::{Metrics, Totals};
 pub use settings::Settings;

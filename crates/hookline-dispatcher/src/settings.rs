@@ -169,11 +169,20 @@ impl DispatcherConfig {
             .dlq
             .clone()
             .unwrap_or_else(|| format!("{}.dlq", self.topics.events));
-        let address_policy = AddressPolicy {
-            allow_loopback: self.outbound.allow_loopback,
-            allow_private: self.outbound.allow_private,
-            allow_link_local: self.outbound.allow_link_local,
-            ..AddressPolicy::default()
+        let address_policy = self.outbound.to_policy()?;
+        let ca_roots = match &self.http.ca_file {
+            Some(path) => {
+                let pem = std::fs::read(path).map_err(|error| {
+                    DispatchError::config("http.ca_file", format!("{}: {error}", path.display()))
+                })?;
+                crate::http::certificates("http.ca_file", &pem).map_err(|error| {
+                    DispatchError::config(
+                        "http.ca_file",
+                        format!("{}: {}", path.display(), error.reason),
+                    )
+                })?
+            }
+            None => Vec::new(),
         };
         let dispatcher_id = self
             .dispatcher_id
@@ -202,6 +211,7 @@ impl DispatcherConfig {
             retry,
             classify,
             address_policy,
+            ca_roots,
             timeout: Duration::from_millis(self.http.timeout_ms),
             max_payload_bytes: self.http.max_payload_bytes,
             max_response_bytes: self.http.max_response_bytes,
@@ -396,6 +406,8 @@ pub struct Settings {
     pub classify: ClassifyConfig,
     /// Outbound address policy.
     pub address_policy: AddressPolicy,
+    /// Roots trusted besides the system's (`http.ca_file`).
+    pub ca_roots: Vec<reqwest::Certificate>,
     /// Default attempt timeout.
     pub timeout: Duration,
     /// Largest payload delivered.

@@ -6,6 +6,7 @@ mod machine;
 mod proxy;
 mod receiver;
 mod stack;
+mod tls;
 mod topics;
 mod wait;
 
@@ -15,5 +16,6 @@ pub use machine::Machine;
 pub use proxy::Proxy;
 pub use receiver::{Received, Receiver, Reply, Script};
 pub use stack::{kafka_settings, registry_settings, unique_name};
+pub use tls::{Issued, TestPki, TlsReceived, TlsReceiver};
 pub use topics::{TestTopics, read_all};
 pub use wait::wait_until;

@@ -2,6 +2,7 @@
 //! endpoint id, and their validated run-time form.
 
 mod config;
+mod credentials;
 mod shape;
 
 use std::collections::BTreeMap;
@@ -17,6 +18,7 @@ pub use config::{
     EndpointConfig, MAX_DESCRIPTION_LEN, MAX_SECRETS, MAX_SIGNING_KEYS, MAX_TIMEOUT_MS,
     MIN_RATE_PER_S,
 };
+pub use credentials::{MAX_CREDENTIAL_LEN, MAX_PEM_LEN, ReceiverAuth, secret_hint};
 pub use shape::{ShapeError, from_json_slice, without_values};
 
 /// An endpoint config that cannot be used, naming the field. Never shows a secret.

@@ -162,7 +162,7 @@ fn policy_allowances() {
         allow_loopback: true,
         allow_private: true,
         allow_link_local: true,
-        allow_cidrs: vec![],
+        ..AddressPolicy::default()
     };
     for ok in [
         "127.0.0.1",
@@ -193,4 +193,137 @@ fn policy_allowances() {
     check_ip(ip("169.254.169.254"), &cidrs).expect("explicitly allowed");
     assert!(check_ip(ip("10.1.3.1"), &cidrs).is_err());
     assert!(serde_json::from_str::<AddressPolicy>(r#"{"allow_all":true}"#).is_err());
+}
+
+/// Every cloud metadata address, in the forms an attacker may write it.
+fn metadata_forms() -> Vec<IpAddr> {
+    let mut forms = Vec::new();
+    for addr in METADATA_ADDRESSES {
+        forms.push(*addr);
+        if let IpAddr::V4(v4) = addr {
+            let bits = u32::from(*v4);
+            forms.push(IpAddr::V6(v4.to_ipv6_mapped()));
+            forms.push(IpAddr::V6(Ipv6Addr::from(
+                0x0064_ff9b_0000_0000_0000_0000_0000_0000 | u128::from(bits),
+            )));
+            forms.push(IpAddr::V6(Ipv6Addr::from(
+                0x2002_0000_0000_0000_0000_0000_0000_0000 | (u128::from(bits) << 80),
+            )));
+        }
+    }
+    forms
+}
+
+#[test]
+fn metadata_stays_blocked_whatever_the_flags_and_wide_networks() {
+    let open = AddressPolicy {
+        allow_loopback: true,
+        allow_private: true,
+        allow_link_local: true,
+        allow_cidrs: [
+            "0.0.0.0/0",
+            "::/0",
+            "169.254.0.0/16",
+            "100.64.0.0/10",
+            "fd00::/8",
+        ]
+        .iter()
+        .map(|net| net.parse().expect("net"))
+        .collect(),
+        ..AddressPolicy::default()
+    };
+    for addr in [
+        "169.254.169.254",
+        "169.254.170.2",
+        "169.254.170.23",
+        "100.100.100.200",
+        "192.0.0.192",
+        "fd00:ec2::254",
+        "fd00:ec2::23",
+        "fe80::a9fe:a9fe",
+    ] {
+        assert_eq!(class(addr), Some(AddressClass::Metadata), "{addr}");
+    }
+    for form in metadata_forms() {
+        assert_eq!(
+            check_ip(form, &open).map_err(|b| b.code()),
+            Err("metadata"),
+            "{form}"
+        );
+    }
+    // Numeric URL forms normalise to the same address, which is then refused.
+    for url in [
+        "http://2852039166/",
+        "http://0xa9.0xfe.0xa9.0xfe/",
+        "http://0251.0376.0251.0376/",
+        "http://169.254.43518/",
+        "http://[::ffff:a9fe:a9fe]/",
+        "http://[64:ff9b::a9fe:a9fe]/",
+    ] {
+        let target = check_url(url).expect(url);
+        let ip = target.literal_ip().expect("an address");
+        assert!(check_ip(ip, &open).is_err(), "{url}");
+    }
+    // Its neighbours are ordinary link-local and CGNAT addresses again.
+    check_ip(ip("169.254.169.253"), &open).expect("link-local");
+    check_ip(ip("100.100.100.201"), &open).expect("cgnat");
+}
+
+#[test]
+fn a_metadata_address_opens_only_when_named_exactly() {
+    let named: AddressPolicy =
+        serde_json::from_str(r#"{"allow_cidrs":["169.254.169.254/32","fd00:ec2::254/128"]}"#)
+            .expect("parse");
+    check_ip(ip("169.254.169.254"), &named).expect("named");
+    check_ip(ip("::ffff:169.254.169.254"), &named).expect("named, mapped");
+    check_ip(ip("64:ff9b::a9fe:a9fe"), &named).expect("named, NAT64");
+    check_ip(ip("fd00:ec2::254"), &named).expect("named v6");
+    // The others stay blocked.
+    for other in ["169.254.170.2", "fd00:ec2::23", "100.100.100.200"] {
+        assert!(check_ip(ip(other), &named).is_err(), "{other}");
+    }
+}
+
+#[test]
+fn deny_cidrs_win_over_everything() {
+    let policy: AddressPolicy = serde_json::from_str(
+        r#"{"allow_loopback":true,"allow_cidrs":["10.0.0.0/8","169.254.169.254/32"],
+            "deny_cidrs":["127.0.0.2/32","10.9.0.0/16","8.8.8.0/24","169.254.169.254/32"]}"#,
+    )
+    .expect("parse");
+    check_ip(ip("127.0.0.1"), &policy).expect("loopback allowed");
+    check_ip(ip("10.1.0.1"), &policy).expect("in allow_cidrs");
+    check_ip(ip("8.8.4.4"), &policy).expect("public");
+    for denied in [
+        "127.0.0.2",
+        "::ffff:127.0.0.2",
+        "10.9.1.1",
+        "64:ff9b::a09:101",
+        "8.8.8.8",
+        "169.254.169.254",
+    ] {
+        assert_eq!(
+            check_ip(ip(denied), &policy).map_err(|b| b.code()),
+            Err("denied"),
+            "{denied}"
+        );
+    }
+}
+
+#[test]
+fn ports_are_checked_when_restricted() {
+    let any = AddressPolicy::default();
+    check_port(8080, &any).expect("any port by default");
+    let policy = AddressPolicy {
+        allowed_ports: vec![443, 8443],
+        ..AddressPolicy::default()
+    };
+    let port = |url: &str| check_url(url).expect("url").port;
+    check_port(port("https://example.com/"), &policy).expect("default 443");
+    check_port(port("https://example.com:8443/"), &policy).expect("explicit");
+    assert_eq!(
+        check_port(port("http://example.com/"), &policy),
+        Err(PortBlocked { port: 80 })
+    );
+    assert!(check_port(port("https://example.com:22/"), &policy).is_err());
 }

@@ -7,6 +7,7 @@ use hookline_core::trace::child_traceparent;
 
 use super::validate::Target;
 use super::{Ctx, now_ms};
+use crate::endpoints::Endpoint;
 use crate::http::{Attempt, RequestParts, build_request};
 use crate::record::SourceRecord;
 
@@ -23,6 +24,7 @@ pub(crate) async fn send(
         .header(TRACEPARENT)
         .and_then(|value| std::str::from_utf8(value).ok());
     let traceparent = child_traceparent(parent, &mut rand::rng());
+    let extras = endpoint_extras(target);
     let request = build_request(
         event,
         RequestParts {
@@ -33,7 +35,18 @@ pub(crate) async fn send(
             timestamp_s: now_ms() / 1000,
             traceparent: Some(&traceparent),
             attempt: attempt_no,
+            credential: extras.and_then(|endpoint| endpoint.config.auth.as_ref()),
         },
     );
-    ctx.http.send(&request, endpoint.timeout).await
+    let client = extras.and_then(|endpoint| endpoint.client.as_ref());
+    ctx.http.send(client, &request, endpoint.timeout).await
+}
+
+/// The one place that decides whether an attempt carries the endpoint's credential
+/// (`auth`) and client certificate: only when it goes to the endpoint's own configured
+/// URL. An event's override URL (`endpoint_url`, allowed by `allow_url_override`) gets
+/// neither, and the shared client; `build_request` leaves out its custom headers too.
+fn endpoint_extras(target: &Target) -> Option<&Endpoint> {
+    (!target.url_overridden && target.url == target.endpoint.config.url)
+        .then_some(&*target.endpoint)
 }

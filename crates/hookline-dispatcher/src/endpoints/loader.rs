@@ -191,6 +191,11 @@ mod fuzz {
             retry: RetryConfig::default().to_policy().expect("valid"),
             queue: 256,
             breaker: BreakerPolicy::default(),
+            clients: crate::http::ClientFactory::new(
+                std::sync::Arc::new(hookline_core::url_guard::AddressPolicy::default()),
+                "hookline-test",
+                Vec::new(),
+            ),
         })
     }
 

@@ -17,6 +17,8 @@ use tokio::sync::{Notify, Semaphore};
 
 use hookline_core::breaker::{BreakerPolicy, CircuitBreaker};
 
+use crate::http::{ClientFactory, endpoint_tls};
+
 /// Defaults applied to endpoints whose configuration leaves a field out.
 #[derive(Clone, Debug)]
 pub struct EndpointDefaults {
@@ -35,6 +37,8 @@ pub struct EndpointDefaults {
     pub queue: usize,
     /// The circuit breaker of each endpoint.
     pub breaker: BreakerPolicy,
+    /// Builds the HTTP client of an endpoint with TLS material of its own.
+    pub clients: ClientFactory,
 }
 
 /// An endpoint ready for deliveries. Its `Debug` shows no secret, no header value (custom
@@ -61,6 +65,9 @@ pub struct Endpoint {
     /// Slots for records waiting for or holding one of its permits: the endpoint's share of
     /// the records in flight, so that a slow endpoint cannot take them all.
     pub queue: Arc<Semaphore>,
+    /// Its own HTTP client when it has a client certificate or a `server_ca`, built once
+    /// per config version; `None`: the dispatcher's shared client.
+    pub client: Option<reqwest::Client>,
 }
 
 impl fmt::Debug for Endpoint {
@@ -77,6 +84,7 @@ impl fmt::Debug for Endpoint {
             .field("breaker", &self.breaker)
             .field("limiter", &self.limiter.is_some())
             .field("queue", &self.queue)
+            .field("own_client", &self.client.is_some())
             .finish()
     }
 }
@@ -191,6 +199,7 @@ impl EndpointTable {
             .to_endpoint()
             .map_err(|error| rejected(error.to_string()))?
             .signer();
+        let client = self.client_for(id, &config).map_err(rejected)?;
         let mut retry = match &config.retry {
             Some(over) => self.defaults.retry.with_override(over),
             None => self.defaults.retry,
@@ -264,6 +273,7 @@ impl EndpointTable {
             breaker,
             limiter,
             queue,
+            client,
         };
         let subscription = endpoint.config.subscription();
         endpoints.insert(id.to_owned(), Arc::new(endpoint));
@@ -277,6 +287,32 @@ impl EndpointTable {
             None => subscriptions.remove(id),
         }
         Ok(())
+    }
+
+    /// The client of an endpoint with TLS material of its own: the one it has when that
+    /// material is unchanged, else a new one. A certificate or key that cannot be used is
+    /// refused naming its field.
+    fn client_for(
+        &self,
+        id: &str,
+        config: &EndpointConfig,
+    ) -> Result<Option<reqwest::Client>, String> {
+        let Some(tls) = endpoint_tls(config).map_err(|error| error.to_string())? else {
+            return Ok(None);
+        };
+        if let Some(old) = self.get(id)
+            && old.config.client_certificate == config.client_certificate
+            && old.config.client_key == config.client_key
+            && old.config.server_ca == config.server_ca
+            && old.client.is_some()
+        {
+            return Ok(old.client.clone());
+        }
+        self.defaults
+            .clients
+            .build(Some(&tls))
+            .map(Some)
+            .map_err(|error| format!("its TLS client cannot be built: {error}"))
     }
 
     /// Removes an endpoint (a tombstone in the topic).
@@ -313,35 +349,4 @@ fn semaphore(permits: u32) -> Arc<Semaphore> {
 }
 
 #[cfg(test)]
-mod tests {
-    use hookline_core::policy::RetryConfig;
-
-    use super::*;
-
-    #[test]
-    fn debug_shows_header_names_but_no_values_secrets_or_query() {
-        let table = EndpointTable::new(EndpointDefaults {
-            max_concurrency: 4,
-            max_concurrency_share: 4,
-            max_cap: Duration::from_secs(60),
-            timeout: Duration::from_secs(1),
-            retry: RetryConfig::default().to_policy().expect("valid"),
-            queue: 8,
-            breaker: BreakerPolicy::default(),
-        });
-        let mut config = EndpointConfig::new(
-            "https://example.com/hook?token=q_TOPSECRET",
-            vec!["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into()],
-        );
-        config
-            .headers
-            .insert("Authorization".into(), "Bearer tok_TOPSECRET".into());
-        table.upsert("ep-1", config).expect("valid");
-        let endpoint = table.get("ep-1").expect("taken");
-        for text in [format!("{endpoint:?}"), format!("{table:?}")] {
-            assert!(text.contains("Authorization"), "{text}");
-            assert!(!text.contains("TOPSECRET"), "{text}");
-            assert!(!text.contains("MfKQ9r8"), "{text}");
-        }
-    }
-}
+mod tests;

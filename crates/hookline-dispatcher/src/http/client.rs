@@ -1,15 +1,18 @@
-//! Sending one attempt over HTTP: no redirects, a timeout, a bounded response read, and
-//! the guarded resolver; the answer becomes an [`AttemptOutcome`] for classification.
+//! Sending one attempt over HTTP: no redirects, no proxy, a timeout, a bounded response
+//! read, and the guarded resolver; the answer becomes an [`AttemptOutcome`] for
+//! classification. Endpoints with TLS material of their own (a client certificate, a
+//! private CA) get a client of their own, built by the same [`ClientFactory`].
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use hookline_core::classify::{AttemptOutcome, parse_retry_after};
 use hookline_core::url_guard::{AddressPolicy, redact_url};
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 
 use super::guard::GuardedResolver;
 use super::request::OutboundRequest;
+use super::tls::EndpointTls;
 
 /// What one attempt gave.
 #[derive(Clone, Debug)]
@@ -32,6 +35,48 @@ impl Attempt {
     }
 }
 
+/// Builds every HTTP client of a dispatcher alike: no redirects, no proxy, the address
+/// guard's resolver, the User-Agent, and the extra roots of `http.ca_file`.
+#[derive(Clone, Debug)]
+pub struct ClientFactory {
+    policy: Arc<AddressPolicy>,
+    user_agent: String,
+    roots: Vec<reqwest::Certificate>,
+}
+
+impl ClientFactory {
+    /// A factory for clients enforcing `policy` and trusting `roots` besides the system's.
+    pub fn new(
+        policy: Arc<AddressPolicy>,
+        user_agent: &str,
+        roots: Vec<reqwest::Certificate>,
+    ) -> Self {
+        ClientFactory {
+            policy,
+            user_agent: user_agent.to_owned(),
+            roots,
+        }
+    }
+
+    /// A client; with `tls`, one that presents its client certificate and trusts its CA.
+    pub fn build(&self, tls: Option<&EndpointTls>) -> Result<reqwest::Client, reqwest::Error> {
+        let mut builder = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .dns_resolver(Arc::new(GuardedResolver::new(Arc::clone(&self.policy))))
+            .user_agent(self.user_agent.as_str())
+            .no_proxy()
+            .pool_idle_timeout(Duration::from_secs(30));
+        let endpoint_roots = tls.map(|tls| tls.roots.iter()).into_iter().flatten();
+        for root in self.roots.iter().chain(endpoint_roots) {
+            builder = builder.add_root_certificate(root.clone());
+        }
+        if let Some(identity) = tls.and_then(|tls| tls.identity.clone()) {
+            builder = builder.identity(identity);
+        }
+        builder.build()
+    }
+}
+
 /// The HTTP client of a dispatcher.
 #[derive(Clone, Debug)]
 pub struct HttpSender {
@@ -40,21 +85,10 @@ pub struct HttpSender {
 }
 
 impl HttpSender {
-    /// A client that never follows redirects and resolves through the address guard.
-    pub fn new(
-        policy: Arc<AddressPolicy>,
-        user_agent: &str,
-        max_response_bytes: usize,
-    ) -> Result<Self, reqwest::Error> {
-        let client = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .dns_resolver(Arc::new(GuardedResolver::new(policy)))
-            .user_agent(user_agent)
-            .no_proxy()
-            .pool_idle_timeout(Duration::from_secs(30))
-            .build()?;
+    /// The shared client, built by `factory` without endpoint TLS material.
+    pub fn new(factory: &ClientFactory, max_response_bytes: usize) -> Result<Self, reqwest::Error> {
         Ok(HttpSender {
-            client,
+            client: factory.build(None)?,
             max_response_bytes,
         })
     }
@@ -62,10 +96,17 @@ impl HttpSender {
     /// Sends `request` with `timeout` for the whole exchange. Once a status has arrived it
     /// stands: a body that then stalls or breaks only shortens the detail, so a 2xx whose
     /// body never ends is a delivery, not a retry (which would be a duplicate).
-    pub async fn send(&self, request: &OutboundRequest, timeout: Duration) -> Attempt {
+    /// `client` is the endpoint's own (mTLS, private CA), else the shared one is used.
+    pub async fn send(
+        &self,
+        client: Option<&reqwest::Client>,
+        request: &OutboundRequest,
+        timeout: Duration,
+    ) -> Attempt {
         let started = Instant::now();
         let deadline = tokio::time::Instant::now() + timeout;
-        let answered = tokio::time::timeout_at(deadline, self.post(request)).await;
+        let client = client.unwrap_or(&self.client);
+        let answered = tokio::time::timeout_at(deadline, post(client, request)).await;
         let response = match answered {
             Err(_) => {
                 return Attempt {
@@ -112,26 +153,6 @@ impl HttpSender {
         }
     }
 
-    async fn post(&self, request: &OutboundRequest) -> Result<reqwest::Response, reqwest::Error> {
-        let mut headers = HeaderMap::with_capacity(request.headers.len());
-        for (name, value) in &request.headers {
-            // Names and values were validated when the event and endpoint were read; anything
-            // still unrepresentable is left out rather than failing the delivery.
-            if let (Ok(name), Ok(value)) = (
-                HeaderName::try_from(name.as_str()),
-                HeaderValue::try_from(value.as_str()),
-            ) {
-                headers.append(name, value);
-            }
-        }
-        self.client
-            .post(&request.url)
-            .headers(headers)
-            .body(request.body.clone())
-            .send()
-            .await
-    }
-
     /// Reads at most the limit of the body by `deadline`; the rest is dropped with the
     /// connection. Says why it stopped early, if it did.
     async fn read_body(
@@ -150,6 +171,35 @@ impl HttpSender {
         }
         (body, None)
     }
+}
+
+async fn post(
+    client: &reqwest::Client,
+    request: &OutboundRequest,
+) -> Result<reqwest::Response, reqwest::Error> {
+    let mut headers = HeaderMap::with_capacity(request.headers.len() + 1);
+    for (name, value) in &request.headers {
+        // Names and values were validated when the event and endpoint were read; anything
+        // still unrepresentable is left out rather than failing the delivery.
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::try_from(name.as_str()),
+            HeaderValue::try_from(value.as_str()),
+        ) {
+            headers.append(name, value);
+        }
+    }
+    if let Some(authorization) = &request.authorization
+        && let Ok(mut value) = HeaderValue::try_from(authorization.expose())
+    {
+        value.set_sensitive(true);
+        headers.insert(AUTHORIZATION, value);
+    }
+    client
+        .post(&request.url)
+        .headers(headers)
+        .body(request.body.clone())
+        .send()
+        .await
 }
 
 /// The first characters of a response body, for error messages.

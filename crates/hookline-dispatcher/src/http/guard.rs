@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use hookline_core::url_guard::{AddressPolicy, TargetHost, check_ip, check_url};
+use hookline_core::url_guard::{AddressPolicy, TargetHost, check_ip, check_port, check_url};
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
 /// Why a URL may not be called.
@@ -66,6 +66,10 @@ pub const PRECHECK_DNS_TIMEOUT: std::time::Duration = std::time::Duration::from_
 /// name does not resolve right now, which is a retryable connection failure, not a refusal).
 pub async fn precheck(url: &str, policy: &AddressPolicy) -> Result<(), GuardError> {
     let target = check_url(url).map_err(|error| GuardError::InvalidUrl(error.to_string()))?;
+    check_port(target.port, policy).map_err(|blocked| GuardError::Blocked {
+        host: target.url.host_str().unwrap_or_default().to_owned(),
+        detail: blocked.to_string(),
+    })?;
     let domain = match &target.host {
         TargetHost::Ip(ip) => {
             return check_ip(*ip, policy).map_err(|blocked| GuardError::Blocked {

@@ -6,15 +6,19 @@ use std::time::Duration;
 
 use hookline_core::url_guard::AddressPolicy;
 
-use super::HttpSender;
 use super::request::OutboundRequest;
+use super::{ClientFactory, HttpSender};
+
+fn sender_with(policy: AddressPolicy) -> HttpSender {
+    let factory = ClientFactory::new(Arc::new(policy), "hookline-test", Vec::new());
+    HttpSender::new(&factory, 1024).expect("a client")
+}
 
 fn sender() -> HttpSender {
-    let policy = AddressPolicy {
+    sender_with(AddressPolicy {
         allow_loopback: true,
         ..AddressPolicy::default()
-    };
-    HttpSender::new(Arc::new(policy), "hookline-test", 1024).expect("a client")
+    })
 }
 
 fn request(url: String) -> OutboundRequest {
@@ -23,6 +27,7 @@ fn request(url: String) -> OutboundRequest {
         url_overridden: false,
         headers: Vec::new(),
         body: b"{}".to_vec(),
+        authorization: None,
     }
 }
 
@@ -34,7 +39,9 @@ async fn a_refused_connection_is_told_without_the_query_string() {
         .expect("a free port")
         .port();
     let url = format!("http://127.0.0.1:{port}/hook?token=SECRETVALUE");
-    let attempt = sender().send(&request(url), Duration::from_secs(5)).await;
+    let attempt = sender()
+        .send(None, &request(url), Duration::from_secs(5))
+        .await;
     assert!(attempt.status().is_none(), "{}", attempt.detail);
     assert!(
         !attempt.detail.contains("SECRETVALUE"),
@@ -47,10 +54,11 @@ async fn a_refused_connection_is_told_without_the_query_string() {
 #[tokio::test]
 async fn a_refused_address_is_told_without_the_query_string() {
     // The guarded resolver refuses loopback for this client: the error comes from it.
-    let sender = HttpSender::new(Arc::new(AddressPolicy::default()), "hookline-test", 1024)
-        .expect("a client");
+    let sender = sender_with(AddressPolicy::default());
     let url = "http://localhost:9/hook?token=SECRETVALUE".to_owned();
-    let attempt = sender.send(&request(url), Duration::from_secs(5)).await;
+    let attempt = sender
+        .send(None, &request(url), Duration::from_secs(5))
+        .await;
     assert!(
         !attempt.detail.contains("SECRETVALUE"),
         "{}",

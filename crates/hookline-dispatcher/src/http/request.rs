@@ -4,6 +4,8 @@
 use std::fmt;
 
 use hookline_core::WebhookEvent;
+use hookline_core::endpoint::ReceiverAuth;
+use hookline_core::secret::Secret;
 use hookline_core::signing::Signer;
 use hookline_core::url_guard::redact_url;
 
@@ -20,6 +22,9 @@ pub struct OutboundRequest {
     pub headers: Vec<(String, String)>,
     /// The body: the event's payload bytes, unchanged.
     pub body: Vec<u8>,
+    /// The `Authorization` value from the endpoint's credential, kept apart from the
+    /// headers so that it never shows in their `Debug`.
+    pub authorization: Option<Secret>,
 }
 
 impl fmt::Debug for OutboundRequest {
@@ -52,6 +57,9 @@ pub struct RequestParts<'a> {
     pub traceparent: Option<&'a str>,
     /// The attempt number, starting at 1.
     pub attempt: u32,
+    /// The endpoint's credential for its receiver, sent as `Authorization`. `None` for an
+    /// attempt to an override URL: see `delivery::attempt::endpoint_extras`.
+    pub credential: Option<&'a ReceiverAuth>,
 }
 
 /// Builds the request for `event`.
@@ -91,6 +99,11 @@ pub fn build_request(event: &WebhookEvent, parts: RequestParts<'_>) -> OutboundR
         url_overridden: parts.url_overridden,
         headers,
         body: event.payload.clone(),
+        // Nor is its credential (`endpoint_extras` gives none for an override either).
+        authorization: parts
+            .credential
+            .filter(|_| !parts.url_overridden)
+            .map(ReceiverAuth::header_value),
     }
 }
 
@@ -141,6 +154,7 @@ mod tests {
                 timestamp_s: 1_614_265_330,
                 traceparent: None,
                 attempt: 1,
+                credential: None,
             },
         );
         assert_eq!(
@@ -169,12 +183,41 @@ mod tests {
                 timestamp_s: 1,
                 traceparent: Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"),
                 attempt: 3,
+                credential: None,
             },
         );
         assert_eq!(header(&request, "webhook-signature"), None);
         assert_eq!(request.url, "https://override.example/hook");
         assert_eq!(header(&request, "webhook-attempt"), Some("3"));
         assert!(header(&request, "traceparent").is_some());
+        assert_eq!(request.authorization, None);
+    }
+
+    #[test]
+    fn a_credential_becomes_authorization_apart_from_the_headers() {
+        let credential = ReceiverAuth::Bearer {
+            token: Secret::new("tok_s3cret_value_1234"),
+        };
+        let request = build_request(
+            &event(),
+            RequestParts {
+                url: "https://example.com/hook",
+                url_overridden: false,
+                signer: &Signer::default(),
+                endpoint_headers: &[("x-env".to_owned(), "prod".to_owned())],
+                timestamp_s: 1,
+                traceparent: None,
+                attempt: 1,
+                credential: Some(&credential),
+            },
+        );
+        assert_eq!(
+            request.authorization.as_ref().map(Secret::expose),
+            Some("Bearer tok_s3cret_value_1234")
+        );
+        assert_eq!(header(&request, "authorization"), None);
+        assert_eq!(header(&request, "x-env"), Some("prod"));
+        assert!(!format!("{request:?}").contains("s3cret"));
     }
 
     #[test]
@@ -196,6 +239,7 @@ mod tests {
                 timestamp_s: 1_614_265_330,
                 traceparent: None,
                 attempt: 1,
+                credential: None,
             },
         );
         // Svix's published v1a signature of this message with this key.
@@ -221,6 +265,7 @@ mod tests {
                 timestamp_s: 1_614_265_330,
                 traceparent: None,
                 attempt: 1,
+                credential: None,
             },
         );
         assert!(
@@ -239,7 +284,10 @@ mod tests {
             .parse()
             .expect("valid secret");
         let signer = Signer::new(vec![secret], Vec::new());
-        let endpoint_headers = [("Authorization".to_owned(), "Bearer tok_SECRET".to_owned())];
+        let endpoint_headers = [("X-Api-Key".to_owned(), "key_SECRET".to_owned())];
+        let credential = ReceiverAuth::Bearer {
+            token: Secret::new("tok_SECRET"),
+        };
         let parts = |url_overridden| RequestParts {
             url: "https://example.com/hook?token=q_SECRET",
             url_overridden,
@@ -248,11 +296,17 @@ mod tests {
             timestamp_s: 1_614_265_330,
             traceparent: None,
             attempt: 1,
+            credential: Some(&credential),
         };
         let own = build_request(&event(), parts(false));
-        assert_eq!(header(&own, "Authorization"), Some("Bearer tok_SECRET"));
+        assert_eq!(header(&own, "X-Api-Key"), Some("key_SECRET"));
+        assert!(own.authorization.is_some());
         let overridden = build_request(&event(), parts(true));
-        assert_eq!(header(&overridden, "Authorization"), None);
+        assert_eq!(header(&overridden, "X-Api-Key"), None);
+        assert!(
+            overridden.authorization.is_none(),
+            "the endpoint's credential never goes to an override"
+        );
         assert!(overridden.url_overridden);
         assert_eq!(
             header(&overridden, "webhook-signature"),
@@ -266,6 +320,6 @@ mod tests {
         );
         let debug = format!("{own:?}");
         assert!(!debug.contains("SECRET"), "{debug}");
-        assert!(debug.contains("Authorization"), "{debug}");
+        assert!(debug.contains("X-Api-Key"), "{debug}");
     }
 }

@@ -8,6 +8,10 @@ mod signing;
 use anyhow::{Context as _, anyhow, bail};
 use clap::{Subcommand, ValueEnum};
 use hookline_core::endpoint::{EndpointConfig, EndpointError};
+
+use super::endpoint_credentials::{
+    CredentialArgs, credential_flag, credentials_cell, redact_credentials,
+};
 use hookline_core::policy::PolicyOverride;
 use hookline_core::signing::SigningKey;
 use hookline_core::url_guard::redact_url;
@@ -84,6 +88,9 @@ struct PutArgs {
     /// Free text for people.
     #[arg(long)]
     description: Option<String>,
+    /// The client certificate, key, receiver CA and `Authorization` credential.
+    #[command(flatten)]
+    credentials: CredentialArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -209,6 +216,7 @@ fn config_of(
         signing_keys: std::mem::take(&mut signing.signing_keys),
         ..EndpointConfig::new(&put.url, std::mem::take(&mut signing.secrets))
     };
+    let config = put.credentials.apply(config)?;
     // Checked here, before anything is written, to name the flag rather than the field.
     let mut checked = config.clone();
     if current.is_none() && checked.secrets.is_empty() && checked.signing_keys.is_empty() {
@@ -219,6 +227,9 @@ fn config_of(
     checked
         .validate()
         .map_err(|error| flag_error(&checked, error))?;
+    // The certificate and key parse and belong together, as the dispatcher will check.
+    hookline_dispatcher::endpoint_tls(&config)
+        .map_err(|error| anyhow!("{}: {}", credential_flag(error.field), error.reason))?;
     Ok((config, signing))
 }
 
@@ -237,6 +248,7 @@ fn flag_error(config: &EndpointConfig, error: EndpointError) -> anyhow::Error {
         "channels" => ("--channels", &config.channels[..]),
         "tenant" => ("--tenant", &[][..]),
         "description" => ("--description", &[][..]),
+        field if credential_flag(field) != field => (credential_flag(field), &[][..]),
         _ => return invalid_config(error),
     };
     let reason = reason.replace("a `tenant`", "--tenant");
@@ -304,6 +316,7 @@ fn table_text(table: &EndpointList) -> String {
         "CHANNELS".to_owned(),
         "SECRETS".to_owned(),
         "PUBLIC_KEYS".to_owned(),
+        "CREDENTIALS".to_owned(),
         "LIMITS".to_owned(),
     ]];
     for (id, config) in &table.endpoints {
@@ -349,6 +362,7 @@ fn table_text(table: &EndpointList) -> String {
             } else {
                 public_keys(config).join(",")
             },
+            credentials_cell(config),
             if limits.is_empty() {
                 "-".to_owned()
             } else {
@@ -397,6 +411,7 @@ fn table_json(table: &EndpointList) -> serde_json::Value {
                     .collect();
                 object.insert("headers".into(), headers.into());
             }
+            redact_credentials(config, &mut object);
             serde_json::Value::Object(object)
         })
         .collect();
@@ -561,6 +576,86 @@ mod tests {
         assert_eq!(json[1]["public_keys"][0], WHPK);
         assert!(json[1].get("signing_keys").is_none());
         assert_eq!(json[0]["public_keys"].as_array().map(Vec::len), Some(0));
+    }
+
+    #[test]
+    fn credential_flags_read_files_and_references_and_list_shows_only_hints() {
+        let pki = hookline_testkit::TestPki::new("cli test CA");
+        let client = pki.client("cli-client");
+        let dir = std::env::temp_dir().join(format!("hookline-cli-creds-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let (cert, key) = (dir.join("client.pem"), dir.join("client.key"));
+        std::fs::write(&cert, &client.certificate_pem).expect("write");
+        std::fs::write(&key, &client.key_pem).expect("write");
+        let token = "tok_cli_3f9a8b7c6d5e4f3a2b1c";
+        let token_file = dir.join("token");
+        std::fs::write(&token_file, format!("{token}\n")).expect("write");
+        let reference = format!("${{file:{}}}", token_file.display());
+        let config = put(&[
+            "--client-cert",
+            cert.to_str().expect("utf-8"),
+            "--client-key",
+            key.to_str().expect("utf-8"),
+            "--bearer-token",
+            &reference,
+        ])
+        .expect("valid");
+        assert_eq!(
+            config.client_key.as_ref().map(|k| k.expose().to_owned()),
+            Some(client.key_pem.clone())
+        );
+        assert_eq!(
+            config
+                .auth
+                .as_ref()
+                .map(|a| a.header_value().expose().to_owned()),
+            Some(format!("Bearer {token}"))
+        );
+        let mut table = list();
+        table.endpoints.insert("ep_m".into(), config);
+        let text = table_text(&table);
+        let json = table_json(&table).to_string();
+        let key_body = client
+            .key_pem
+            .lines()
+            .nth(1)
+            .expect("a base64 line")
+            .to_owned();
+        for out in [&text, &json] {
+            assert!(!out.contains(token), "{out}");
+            assert!(!out.contains(&key_body), "{out}");
+        }
+        assert!(text.contains("mtls,bearer(…2b1c)"), "{text}");
+        // A key of another certificate, and a custom Authorization header, name their flag.
+        let other = pki.client("other");
+        std::fs::write(&key, &other.key_pem).expect("write");
+        let error = put(&[
+            "--client-cert",
+            cert.to_str().expect("utf-8"),
+            "--client-key",
+            key.to_str().expect("utf-8"),
+        ])
+        .expect_err("mismatched key")
+        .to_string();
+        assert!(error.starts_with("--client-key: "), "{error}");
+        assert!(
+            !error.contains(other.key_pem.lines().nth(1).expect("line")),
+            "{error}"
+        );
+        let error = put(&[
+            "--bearer-token",
+            token,
+            "--header",
+            "Authorization=Bearer x",
+        ])
+        .expect_err("conflict")
+        .to_string();
+        assert!(error.starts_with("--header: "), "{error}");
+        let error = put(&["--basic-auth", "${env:HOOKLINE_NO_SUCH_VAR_7Q}"])
+            .expect_err("unset")
+            .to_string();
+        assert!(error.contains("HOOKLINE_NO_SUCH_VAR_7Q"), "{error}");
+        std::fs::remove_dir_all(&dir).expect("clean up");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 mod demo;
 mod dispatch;
 mod dlq;
+mod endpoint_credentials;
 mod endpoints;
 mod publish;
 mod topics;

@@ -4,6 +4,7 @@ mod cli;
 mod cli_signing;
 mod dispatch;
 mod dlq_cli;
+mod egress;
 mod fanout;
 mod kafka_properties;
 mod leaks;

@@ -11,10 +11,12 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::credentials::{self, ReceiverAuth};
 use super::{Endpoint, EndpointError};
 use crate::event::{MAX_HEADER_VALUE_LEN, MAX_HEADERS, MAX_ID_LEN};
 use crate::http_field::{is_field_value, is_reserved, is_token};
 use crate::policy::PolicyOverride;
+use crate::secret::Secret;
 use crate::subscription::{
     MAX_CHANNELS, MAX_EVENT_TYPES, Subscription, check_channel, check_pattern,
 };
@@ -82,6 +84,25 @@ pub struct EndpointConfig {
     /// carries none of `headers`. Default false: the event is parked (`blocked_url`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_url_override: bool,
+    /// PEM client certificate chain presented for mTLS (leaf first); needs `client_key`
+    /// and an https `url`. Default none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_certificate: Option<String>,
+    /// PEM private key of `client_certificate` (a secret: never shown). Default none.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "credentials::expose_opt",
+        deserialize_with = "credentials::stored_opt"
+    )]
+    pub client_key: Option<Secret>,
+    /// A credential sent as `Authorization` to the endpoint's own URL. Default none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<ReceiverAuth>,
+    /// PEM CA certificates trusted for the receiver's certificate, besides the system
+    /// roots (a receiver with a private CA); needs an https `url`. Default none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_ca: Option<String>,
 }
 
 /// Longest endpoint `description`, in bytes.
@@ -117,6 +138,10 @@ impl EndpointConfig {
             channels: Vec::new(),
             description: None,
             allow_url_override: false,
+            client_certificate: None,
+            client_key: None,
+            auth: None,
+            server_ca: None,
         }
     }
 
@@ -178,6 +203,7 @@ impl EndpointConfig {
         }
         self.check_headers()?;
         self.check_subscription()?;
+        credentials::check(self, target.scheme == crate::url_guard::Scheme::Https)?;
         Ok(Endpoint {
             target,
             secrets,
@@ -299,6 +325,10 @@ impl fmt::Debug for EndpointConfig {
             .field("channels", &self.channels)
             .field("description", &self.description)
             .field("allow_url_override", &self.allow_url_override)
+            .field("client_certificate", &self.client_certificate.is_some())
+            .field("client_key", &self.client_key)
+            .field("auth", &self.auth)
+            .field("server_ca", &self.server_ca.is_some())
             .finish()
     }
 }
