@@ -15,7 +15,10 @@ pub use compat::v1_avro_value;
 pub use machine::Machine;
 pub use proxy::Proxy;
 pub use receiver::{Received, Receiver, Reply, Script};
-pub use stack::{kafka_settings, registry_settings, unique_name};
+pub use stack::{
+    kafka_settings, registry_settings, secure_bootstrap, secure_ca_file, secure_kafka_settings,
+    secure_password_file, secure_properties, unique_name,
+};
 pub use tls::{Issued, TestPki, TlsReceived, TlsReceiver};
 pub use topics::{TestTopics, read_all};
 pub use wait::wait_until;

@@ -8,74 +8,28 @@
 //! them; `deploy/local/stack env` prints them), by default the stack's port 9094 and its
 //! files under `$HOOKLINE_DATA_DIR/secure`.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hookline_kafka::{KafkaSettings, Registry};
+use hookline_kafka::Registry;
 use hookline_producer::{Encoding, Publisher, PublisherConfig};
-use hookline_testkit::{Receiver, Reply, TestTopics, registry_settings, unique_name, wait_until};
+use hookline_testkit::{
+    Receiver, Reply, TestTopics, registry_settings, secure_kafka_settings, secure_password_file,
+    unique_name, wait_until,
+};
 use tokio_util::sync::CancellationToken;
 
 use crate::harness::{DEADLINE, Harness, SECRET, event};
 
-/// The stack's data dir, as `deploy/local/stack` derives it.
-fn stack_data_dir() -> PathBuf {
-    if let Ok(dir) = std::env::var("HOOKLINE_DATA_DIR") {
-        return PathBuf::from(dir);
-    }
-    let home = std::env::var("HOOKLINE_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| {
-            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/hookline")
-        });
-    home.join("data")
-}
-
-/// A file of the secured listener: from `variable`, else the stack's `secure/<name>`.
-/// Missing, the test fails saying how to get it (it does not skip).
-fn stack_file(variable: &str, name: &str) -> PathBuf {
-    let path = std::env::var(variable)
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| stack_data_dir().join("secure").join(name));
-    assert!(
-        path.is_file(),
-        "{} ({variable}) does not exist: start the local stack with its SASL_SSL listener \
-         (`deploy/local/stack up`, or `deploy/local/stack restart kafka` for one started \
-         before the listener existed), or set {variable}",
-        path.display()
-    );
-    path
-}
-
-/// Settings for the SASL_SSL listener with `password` (a value or a reference).
-fn secure_settings(password: &str) -> KafkaSettings {
-    let port = std::env::var("HOOKLINE_KAFKA_SECURE_PORT").unwrap_or_else(|_| "9094".to_owned());
-    let bootstrap = std::env::var("HOOKLINE_TEST_SECURE_BOOTSTRAP")
-        .unwrap_or_else(|_| format!("127.0.0.1:{port}"));
-    let ca = stack_file("HOOKLINE_TEST_KAFKA_CA", "ca.pem");
-    let mut settings = KafkaSettings::new(bootstrap);
-    for (key, value) in [
-        ("security.protocol", "SASL_SSL"),
-        ("sasl.mechanism", "SCRAM-SHA-512"),
-        ("sasl.username", "hookline"),
-        ("sasl.password", password),
-        ("ssl.ca.location", &ca.to_string_lossy()),
-    ] {
-        settings.properties.insert(key.to_owned(), value.to_owned());
-    }
-    settings
-}
-
 /// The password as a `${file:...}` reference, so that it is never in the settings.
 fn password_reference() -> String {
-    let file = stack_file("HOOKLINE_TEST_KAFKA_PASSWORD_FILE", "hookline.password");
+    let file = secure_password_file();
     format!("${{file:{}}}", file.display())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn publish_and_dispatch_through_sasl_ssl_only() {
-    let kafka = secure_settings(&password_reference());
+    let kafka = secure_kafka_settings(&password_reference());
     kafka.validate().expect("the secured settings are valid");
     // Every client of this test, the topic admin included, uses the secured listener.
     let topics = TestTopics::new("secure", &["200ms", "500ms", "1s"]);
@@ -125,7 +79,7 @@ async fn publish_and_dispatch_through_sasl_ssl_only() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_password_fails_without_showing_it() {
     let wrong = format!("wrong-{}", unique_name("password"));
-    let mut kafka = secure_settings(&wrong);
+    let mut kafka = secure_kafka_settings(&wrong);
     // Fail within seconds rather than after the default 30 s.
     kafka
         .properties
