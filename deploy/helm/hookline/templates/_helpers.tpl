@@ -131,7 +131,8 @@ A librdkafka property value as a string: YAML numbers and booleans become their 
 
 {{/*
 Secret-backed librdkafka properties: the variables (secretKeyRef) and the arguments that
-use them. Kubernetes replaces $(VAR) in args with the variable's value.
+name them as ${env:VAR} references. hookline resolves a reference when it configures its
+clients, so the value is never in the process arguments (Kubernetes expands only $(VAR)).
 */}}
 {{- define "hookline.secretPropertyEnv" -}}
 {{- range $index, $entry := .Values.kafkaSecretProperties }}
@@ -145,7 +146,7 @@ use them. Kubernetes replaces $(VAR) in args with the variable's value.
 
 {{- define "hookline.secretPropertyArgs" -}}
 {{- range $index, $entry := .Values.kafkaSecretProperties }}
-- {{ printf "--kafka-property=%s=$(KAFKA_SECRET_PROPERTY_%d)" $entry.property $index | quote }}
+- {{ printf "--kafka-property=%s=${env:KAFKA_SECRET_PROPERTY_%d}" $entry.property $index | quote }}
 {{- end }}
 {{- end }}
 
