@@ -37,6 +37,13 @@ impl TestTopics {
         }
     }
 
+    /// The tiers as the items of a TOML array (`"200ms", "1s"`), for a dispatcher config's
+    /// `[topics] retry_tiers = [...]`.
+    pub fn tiers_toml(&self) -> String {
+        let quoted: Vec<String> = self.tiers.iter().map(|t| format!("{t:?}")).collect();
+        quoted.join(", ")
+    }
+
     /// The topic of a retry tier.
     pub fn tier_topic(&self, suffix: &str) -> String {
         format!("{}.retry.{suffix}", self.events)

@@ -104,12 +104,7 @@ async fn replicas_share_the_partitions_and_stopping_or_killing_one_loses_nothing
     let dir = std::env::temp_dir().join(unique_name("replicas"));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let config = dir.join("dispatcher.toml");
-    let tiers = topics
-        .tiers
-        .iter()
-        .map(|t| format!("{t:?}"))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let tiers = topics.tiers_toml();
     std::fs::write(
         &config,
         format!(

@@ -60,12 +60,7 @@ async fn url_tokens_and_config_secrets_stay_out_of_records_headers_and_logs() {
     let dir = std::env::temp_dir().join(unique_name("leaks"));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let config = dir.join("dispatcher.toml");
-    let tiers = topics
-        .tiers
-        .iter()
-        .map(|t| format!("{t:?}"))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let tiers = topics.tiers_toml();
     std::fs::write(
         &config,
         format!(

@@ -193,13 +193,7 @@ fn dispatcher(
     admin_port: u16,
 ) -> Child {
     let config = dir.join("dispatcher.toml");
-    let tiers = connection
-        .topics
-        .tiers
-        .iter()
-        .map(|t| format!("{t:?}"))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let tiers = connection.topics.tiers_toml();
     std::fs::write(
         &config,
         format!(
