@@ -130,6 +130,7 @@ async fn mtls_and_a_bearer_token_reach_the_receiver_and_never_a_dlq_record_or_an
             "client_key": client.key_pem,
             "server_ca": pki.ca_pem(),
             "auth": { "type": "bearer", "token": token },
+            "allow_url_override": true,
         }),
     )
     .await;

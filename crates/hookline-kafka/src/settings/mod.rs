@@ -103,6 +103,12 @@ impl KafkaSettings {
     /// reference as the value.
     fn apply_properties(&self, config: &mut ClientConfig) {
         for (key, value) in &self.properties {
+            // `validate` refuses them at start-up; a library user who skipped it still
+            // cannot weaken hookline's guarantees.
+            if properties::reserved(key).is_some() {
+                tracing::warn!(property = %key, "reserved kafka property left out");
+                continue;
+            }
             match properties::resolve(key, value) {
                 Ok(resolved) => {
                     config.set(key, resolved.expose());
@@ -236,6 +242,22 @@ mod tests {
         // The reference is what is shown.
         assert!(format!("{settings:?}").contains(&reference));
         std::fs::remove_dir_all(&dir).expect("clean up");
+    }
+
+    #[test]
+    fn reserved_properties_never_reach_a_client_even_unvalidated() {
+        let mut settings = with("acks", "0");
+        settings
+            .properties
+            .insert("enable.auto.offset.store".into(), "true".into());
+        assert_eq!(settings.producer_config().get("acks"), Some("all"));
+        assert_eq!(
+            settings
+                .consumer_config("group")
+                .get("enable.auto.offset.store"),
+            Some("false")
+        );
+        assert_eq!(settings.client_config().get("acks"), None);
     }
 
     #[test]
