@@ -14,6 +14,8 @@ use serde::{Deserialize, Serialize};
 pub use crate::fanout::FanoutConfig;
 pub use outbound::OutboundConfig;
 
+pub use crate::telemetry::TelemetryConfig;
+
 use crate::error::{DispatchError, Result};
 
 /// The dispatcher configuration file (TOML). Every field has a default.
@@ -72,6 +74,9 @@ pub struct DispatcherConfig {
     pub ledger: LedgerConfig,
     /// The fan-out of tenant events into deliveries.
     pub fanout: FanoutConfig,
+    /// Trace export with OTLP: `otlp_endpoint` (off when unset), `service_name`,
+    /// `sample_ratio`, `headers` for the collector (secrets, references allowed).
+    pub telemetry: TelemetryConfig,
 }
 
 /// A consumer group protocol.
@@ -223,6 +228,7 @@ impl Default for DispatcherConfig {
             dlq_compatibility: Compatibility::Backward,
             ledger: LedgerConfig::default(),
             fanout: FanoutConfig::default(),
+            telemetry: TelemetryConfig::default(),
         }
     }
 }
@@ -298,7 +304,7 @@ impl Default for AdminConfig {
 /// The top-level keys: only `HOOKLINE_*` variables under one of them are config (others,
 /// such as `HOOKLINE_BOOTSTRAP_SERVERS` of the command line or `HOOKLINE_HOME` of the local
 /// stack, belong to other tools). Below a key, unknown names are refused.
-const TOP_LEVEL_KEYS: [&str; 19] = [
+const TOP_LEVEL_KEYS: [&str; 20] = [
     "kafka",
     "registry",
     "topics",
@@ -318,6 +324,7 @@ const TOP_LEVEL_KEYS: [&str; 19] = [
     "shutdown_grace_ms",
     "dlq_compatibility",
     "ledger",
+    "telemetry",
 ];
 
 impl DispatcherConfig {

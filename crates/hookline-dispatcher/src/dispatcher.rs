@@ -30,6 +30,7 @@ use crate::metrics::Metrics;
 use crate::poll::{DispatchConsumer, lag_gauge, run_loop};
 use crate::settings::Settings;
 use crate::shared::Shared;
+use crate::telemetry::Telemetry;
 
 /// A started dispatcher.
 pub struct Running {
@@ -141,6 +142,7 @@ pub async fn start(settings: Settings, shutdown: CancellationToken) -> Result<Ru
         endpoints,
         metrics: metrics.clone(),
         global: Arc::new(Semaphore::new(settings.max_in_flight)),
+        telemetry: Telemetry::new(settings.telemetry.as_ref())?,
         settings: Arc::clone(&settings),
     });
 
@@ -180,7 +182,13 @@ pub async fn start(settings: Settings, shutdown: CancellationToken) -> Result<Ru
         metrics.clone(),
         shutdown.clone(),
     ));
-    let task = tracker.spawn(run_loop(consumer, shared, ctx, shutdown, abandon));
+    let telemetry = ctx.telemetry.clone();
+    let task = tracker.spawn(async move {
+        let stopped = run_loop(consumer, shared, ctx, shutdown, abandon).await;
+        // The last spans go out before the dispatcher says it stopped.
+        telemetry.shutdown().await;
+        stopped
+    });
     Ok(Running {
         admin_addr,
         metrics,

@@ -22,6 +22,7 @@ mod poll;
 mod record;
 mod settings;
 mod shared;
+mod telemetry;
 
 pub use admin::Readiness;
 pub use config::{
@@ -35,3 +36,4 @@ pub use http::{TlsError, endpoint_tls};
 pub use ledger::{LedgerError, LedgerSettings};
 pub use metrics::{Metrics, Totals};
 pub use settings::Settings;
+pub use telemetry::{TelemetryConfig, TelemetrySettings};

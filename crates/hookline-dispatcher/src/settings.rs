@@ -16,6 +16,7 @@ use crate::config::{BreakerConfig, DispatcherConfig, GroupProtocol, LedgerConfig
 use crate::error::{DispatchError, Result};
 use crate::fanout::FanoutSettings;
 use crate::ledger::LedgerSettings;
+use crate::telemetry::TelemetrySettings;
 
 impl DispatcherConfig {
     /// Validates every field and converts durations and policies, naming the field at fault.
@@ -193,7 +194,9 @@ impl DispatcherConfig {
         let fanout = self
             .fanout
             .to_settings(&self.topics.events, &self.group_id, instance)?;
+        let telemetry = self.telemetry.to_settings()?;
         Ok(Settings {
+            telemetry,
             fanout,
             endpoints_topic: (!self.topics.endpoints.is_empty())
                 .then(|| self.topics.endpoints.clone()),
@@ -374,6 +377,8 @@ fn default_dispatcher_id() -> String {
 /// Validated runtime settings of a dispatcher.
 #[derive(Clone, Debug)]
 pub struct Settings {
+    /// Trace export, when configured.
+    pub telemetry: Option<TelemetrySettings>,
     /// The fan-out stage.
     pub fanout: FanoutSettings,
     /// Kafka connection.

@@ -2,28 +2,24 @@
 //! event's W3C trace (or the start of one), so receivers can join it.
 
 use hookline_core::WebhookEvent;
-use hookline_core::headers::TRACEPARENT;
-use hookline_core::trace::child_traceparent;
 
 use super::validate::Target;
 use super::{Ctx, now_ms};
 use crate::endpoints::Endpoint;
 use crate::http::{Attempt, RequestParts, build_request};
-use crate::record::SourceRecord;
+use crate::telemetry::DeliverySpan;
 
 /// Sends attempt `attempt_no` of `event` to `target`.
 pub(crate) async fn send(
     ctx: &Ctx,
     target: &Target,
     event: &WebhookEvent,
-    record: &SourceRecord,
+    trace: &DeliverySpan,
     attempt_no: u32,
 ) -> Attempt {
     let endpoint = &target.endpoint;
-    let parent = record
-        .header(TRACEPARENT)
-        .and_then(|value| std::str::from_utf8(value).ok());
-    let traceparent = child_traceparent(parent, &mut rand::rng());
+    let span = trace.attempt(&target.url, attempt_no);
+    let traceparent = trace.traceparent(&span);
     let extras = endpoint_extras(target);
     let request = build_request(
         event,
@@ -39,7 +35,9 @@ pub(crate) async fn send(
         },
     );
     let client = extras.and_then(|endpoint| endpoint.client.as_ref());
-    ctx.http.send(client, &request, endpoint.timeout).await
+    let attempt = ctx.http.send(client, &request, endpoint.timeout).await;
+    span.finish(&attempt);
+    attempt
 }
 
 /// The one place that decides whether an attempt carries the endpoint's credential

@@ -17,8 +17,9 @@ use hookline_core::WebhookEvent;
 use hookline_core::classify::classify;
 use hookline_core::decision::{self, Decision, RetryState};
 use hookline_core::envelope::ErrorReason;
-use hookline_core::headers::DeliveryMeta;
+use hookline_core::headers::{DeliveryMeta, TRACEPARENT};
 use hookline_core::policy::RetryPolicy;
+use opentelemetry::KeyValue;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
@@ -33,6 +34,7 @@ use crate::ledger::Ledger;
 use crate::metrics::Metrics;
 use crate::record::SourceRecord;
 use crate::settings::Settings;
+use crate::telemetry::{DeliverySpan, Telemetry};
 
 /// The wall clock in epoch milliseconds (0 before 1970, saturated far in the future).
 pub(crate) fn now_ms() -> i64 {
@@ -53,6 +55,8 @@ pub(crate) struct Ctx {
     pub metrics: Metrics,
     /// Attempts running at once, over all endpoints.
     pub global: Arc<Semaphore>,
+    /// Trace export (spans of deliveries and attempts), when configured.
+    pub telemetry: Telemetry,
 }
 
 /// One record handed to a delivery task by the poll loop.
@@ -105,6 +109,8 @@ pub(crate) struct Job<'a> {
     /// The retry policy: the dispatcher's, then the endpoint's once it is known.
     pub retry: RetryPolicy,
     pub life: Lifecycle<'a>,
+    /// The delivery's exported span.
+    pub trace: DeliverySpan,
 }
 
 /// Delivers one record to a durable outcome (or abandons it), and emits that outcome.
@@ -121,15 +127,27 @@ pub(crate) async fn run(ctx: &Ctx, delivery: &Delivery) -> Result<Outcome, Aband
         url: None,
         retry: ctx.settings.retry,
         life: Lifecycle::new(&ctx.metrics),
+        trace: DeliverySpan::start(
+            ctx.telemetry.tracer(),
+            record,
+            record
+                .header(TRACEPARENT)
+                .and_then(|value| std::str::from_utf8(value).ok()),
+            &ctx.settings.group_id,
+        ),
     };
     let outcome = match stages(ctx, delivery, &mut job).await {
         Ok(outcome) => outcome,
         Err(Halt::Abandoned) => return Err(Abandoned),
         Err(Halt::Reject(failure)) => {
             job.life.step(Step::Reject);
+            job.trace.failed("rejected");
             write::park(ctx, delivery, &job, failure).await?
         }
-        Err(Halt::Park(failure)) => write::park(ctx, delivery, &job, failure).await?,
+        Err(Halt::Park(failure)) => {
+            job.trace.failed("parked");
+            write::park(ctx, delivery, &job, failure).await?
+        }
         Err(Halt::Defer { why, wait }) => write::defer(ctx, delivery, &mut job, why, wait).await?,
     };
     outcome.emit(&ctx.metrics, &mut job.life);
@@ -156,8 +174,14 @@ async fn stages(ctx: &Ctx, delivery: &Delivery, job: &mut Job<'_>) -> Result<Out
     span.record("attempt", job.meta.attempt.saturating_add(1));
     let event = job.event.insert(decode::event(ctx, delivery).await?);
     span.record("event_id", event.event_id.as_str());
+    job.trace
+        .set(KeyValue::new("webhook.event_id", event.event_id.clone()));
     let target = validate::target(ctx, delivery, event).await?;
     span.record("endpoint", target.endpoint.id.as_str());
+    job.trace.set(KeyValue::new(
+        "webhook.endpoint_id",
+        target.endpoint.id.to_string(),
+    ));
     job.url = Some(target.url.clone());
     job.retry = target.endpoint.retry;
     if validate::already_delivered(ctx, &target, event).await {
@@ -168,9 +192,11 @@ async fn stages(ctx: &Ctx, delivery: &Delivery, job: &mut Job<'_>) -> Result<Out
         let mut admitted = admit::admit(ctx, delivery, &target).await?;
         let attempt_no = job.meta.attempt.saturating_add(1);
         span.record("attempt", attempt_no);
+        job.trace
+            .set(KeyValue::new("webhook.attempt", i64::from(attempt_no)));
         let now = now_ms();
         let first_attempt_at = job.meta.first_attempt_at_ms.unwrap_or(now);
-        let attempt = attempt::send(ctx, &target, event, &delivery.record, attempt_no).await;
+        let attempt = attempt::send(ctx, &target, event, &job.trace, attempt_no).await;
         let classification = classify(attempt.outcome, &ctx.settings.classify);
         admitted.verdict(&classification);
         ctx.metrics.attempt(classification.code(), attempt.took);

@@ -13,3 +13,4 @@ mod poison;
 mod registry_auth;
 mod schema;
 mod secure_kafka;
+mod telemetry;

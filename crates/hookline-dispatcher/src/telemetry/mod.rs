@@ -1,0 +1,12 @@
+//! Trace export with OTLP (HTTP/protobuf): each delivery and each of its HTTP attempts as
+//! OpenTelemetry spans, on the event's W3C trace, batched to a collector by a tracer
+//! provider of this dispatcher's own (no global state, so dispatchers in one process keep
+//! their own configuration).
+
+mod config;
+mod export;
+mod spans;
+
+pub use config::{TelemetryConfig, TelemetrySettings};
+pub(crate) use export::Telemetry;
+pub(crate) use spans::DeliverySpan;
