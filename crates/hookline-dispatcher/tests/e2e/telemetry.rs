@@ -63,7 +63,7 @@ async fn export(
             .iter()
             .flat_map(|resource| resource.attributes.iter())
             .find(|kv| kv.key == "service.name")
-            .and_then(|kv| string(kv))
+            .and_then(string)
             .unwrap_or_default();
         for scope in resource_spans.scope_spans {
             for span in scope.spans {
