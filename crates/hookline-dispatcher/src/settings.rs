@@ -12,6 +12,7 @@ use hookline_core::url_guard::AddressPolicy;
 use hookline_kafka::{Compatibility, KafkaSettings, RegistrySettings};
 use tokio::sync::Semaphore;
 
+use crate::attempts::AttemptsSettings;
 use crate::config::{BreakerConfig, DispatcherConfig, GroupProtocol, LedgerConfig};
 use crate::error::{DispatchError, Result};
 use crate::fanout::FanoutSettings;
@@ -193,7 +194,9 @@ impl DispatcherConfig {
         let fanout = self
             .fanout
             .to_settings(&self.topics.events, &self.group_id, instance)?;
+        let attempts = self.attempts.to_settings(&self.topics.events)?;
         Ok(Settings {
+            attempts,
             fanout,
             endpoints_topic: (!self.topics.endpoints.is_empty())
                 .then(|| self.topics.endpoints.clone()),
@@ -374,6 +377,8 @@ fn default_dispatcher_id() -> String {
 /// Validated runtime settings of a dispatcher.
 #[derive(Clone, Debug)]
 pub struct Settings {
+    /// The attempt log.
+    pub attempts: AttemptsSettings,
     /// The fan-out stage.
     pub fanout: FanoutSettings,
     /// Kafka connection.

@@ -39,7 +39,9 @@ pub(crate) async fn send(
         },
     );
     let client = extras.and_then(|endpoint| endpoint.client.as_ref());
-    ctx.http.send(client, &request, endpoint.timeout).await
+    let mut attempt = ctx.http.send(client, &request, endpoint.timeout).await;
+    attempt.traceparent = Some(traceparent);
+    attempt
 }
 
 /// The one place that decides whether an attempt carries the endpoint's credential
