@@ -246,7 +246,11 @@ mod tests {
             .map(|s| s.name)
             .collect();
         assert_eq!(names[2..4], ["ev.retry.200ms", "ev.retry.1m"]);
-        assert_eq!(names.len(), 7);
+        assert_eq!(
+            names.len(),
+            8,
+            "events, fan-out, 2 tiers, DLQ, attempts, actions, endpoints"
+        );
     }
 
     #[test]
