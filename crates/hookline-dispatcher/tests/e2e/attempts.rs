@@ -146,3 +146,42 @@ async fn deliveries_all_arrive_when_the_log_cannot_keep_up_and_drops_are_counted
     assert!(dropped <= count as u64, "{dropped}");
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fanned_out_tenant_event_logs_how_many_deliveries_it_became() {
+    let mut h = Harness::new("attempts-fan").await;
+    let mut endpoints = Vec::new();
+    for name in ["fan-a", "fan-b"] {
+        let url = h.receiver.script(name, |_| Reply::Status(204));
+        endpoints.push((
+            name.to_owned(),
+            serde_json::json!({"url": url, "tenant": "acme"}),
+        ));
+    }
+    h.put_endpoints(endpoints).await;
+    h.start(h.fanout_config()).await;
+    let event = hookline_core::WebhookEvent {
+        endpoint_id: None,
+        tenant_id: Some("acme".to_owned()),
+        ..event("unused", 1)
+    };
+    h.publish_tenant_event(&event).await;
+    // The fan-out record and one attempt per subscriber.
+    let messages = read_all(&h.kafka, &h.topics.attempts, 3, DEADLINE).await;
+    let records = decoded(&h, &messages).await;
+    let fanned: Vec<&AttemptRecord> = records
+        .iter()
+        .map(|(_, r)| r)
+        .filter(|r| r.kind == AttemptKind::FannedOut)
+        .collect();
+    assert_eq!(fanned.len(), 1, "{records:?}");
+    assert_eq!(fanned[0].event_id, event.event_id);
+    assert_eq!(fanned[0].tenant_id.as_deref(), Some("acme"));
+    assert_eq!(fanned[0].deliveries, Some(2));
+    let attempts = records
+        .iter()
+        .filter(|(_, r)| r.kind == AttemptKind::Attempt && r.http_status == Some(204))
+        .count();
+    assert_eq!(attempts, 2, "{records:?}");
+    h.stop().await;
+}
