@@ -7,6 +7,7 @@ mod avro_util;
 mod fuzz;
 mod http_field;
 
+pub mod attempt_log;
 pub mod breaker;
 pub mod classify;
 pub mod decision;

@@ -39,6 +39,17 @@ pub const DLQ_ENVELOPE_V4: &str = include_str!("../../../schemas/dlq_envelope.v4
 /// [`ENVELOPE_VERSION`](crate::envelope::ENVELOPE_VERSION).
 pub const DLQ_ENVELOPE_CURRENT: &str = DLQ_ENVELOPE_V4;
 
+/// Avro schema of an attempt-log record (the value of a record in `<events>.attempts`),
+/// version 1.
+pub const WEBHOOK_ATTEMPT_V1: &str = include_str!("../../../schemas/webhook_attempt.v1.avsc");
+
+/// The attempt-log schema hookline writes and registers.
+pub const WEBHOOK_ATTEMPT_CURRENT: &str = WEBHOOK_ATTEMPT_V1;
+
+static WEBHOOK_ATTEMPT: LazyLock<Schema> = LazyLock::new(|| {
+    Schema::parse_str(WEBHOOK_ATTEMPT_CURRENT).expect("the current attempt schema is valid")
+});
+
 static WEBHOOK_EVENT: LazyLock<Schema> = LazyLock::new(|| {
     Schema::parse_str(WEBHOOK_EVENT_CURRENT).expect("the current event schema is valid")
 });
@@ -65,6 +76,11 @@ pub fn limit_avro_allocations() -> usize {
 /// The parsed [`WEBHOOK_EVENT_CURRENT`] schema.
 pub fn webhook_event_schema() -> &'static Schema {
     &WEBHOOK_EVENT
+}
+
+/// The parsed [`WEBHOOK_ATTEMPT_CURRENT`] schema.
+pub fn webhook_attempt_schema() -> &'static Schema {
+    &WEBHOOK_ATTEMPT
 }
 
 /// The parsed [`DLQ_ENVELOPE_CURRENT`] schema.

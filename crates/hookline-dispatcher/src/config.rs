@@ -11,6 +11,7 @@ use hookline_core::policy::RetryConfig;
 use hookline_kafka::{Compatibility, KafkaSettings, RegistrySettings};
 use serde::{Deserialize, Serialize};
 
+pub use crate::attempts::AttemptsConfig;
 pub use crate::fanout::FanoutConfig;
 pub use outbound::OutboundConfig;
 
@@ -77,6 +78,8 @@ pub struct DispatcherConfig {
     /// Trace export with OTLP: `otlp_endpoint` (off when unset), `service_name`,
     /// `sample_ratio`, `headers` for the collector (secrets, references allowed).
     pub telemetry: TelemetryConfig,
+    /// The attempt log (`<events>.attempts`).
+    pub attempts: AttemptsConfig,
 }
 
 /// A consumer group protocol.
@@ -229,6 +232,7 @@ impl Default for DispatcherConfig {
             ledger: LedgerConfig::default(),
             fanout: FanoutConfig::default(),
             telemetry: TelemetryConfig::default(),
+            attempts: AttemptsConfig::default(),
         }
     }
 }
@@ -304,7 +308,7 @@ impl Default for AdminConfig {
 /// The top-level keys: only `HOOKLINE_*` variables under one of them are config (others,
 /// such as `HOOKLINE_BOOTSTRAP_SERVERS` of the command line or `HOOKLINE_HOME` of the local
 /// stack, belong to other tools). Below a key, unknown names are refused.
-const TOP_LEVEL_KEYS: [&str; 20] = [
+const TOP_LEVEL_KEYS: [&str; 22] = [
     "kafka",
     "registry",
     "topics",
@@ -325,6 +329,8 @@ const TOP_LEVEL_KEYS: [&str; 20] = [
     "dlq_compatibility",
     "ledger",
     "telemetry",
+    "attempts",
+    "fanout",
 ];
 
 impl DispatcherConfig {

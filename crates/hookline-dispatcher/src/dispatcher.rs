@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::admin::{self, Readiness};
+use crate::attempts;
 use crate::config::GroupProtocol;
 use crate::context::DispatchContext;
 use crate::delivery::{Ctx, Writer};
@@ -104,6 +105,7 @@ pub async fn start(settings: Settings, shutdown: CancellationToken) -> Result<Ru
     // than the first parked record.
     let registry = Arc::new(Registry::new(&settings.registry)?);
     let schema_id = register_dlq_schema(&settings, &registry).await?;
+    let attempt_log = attempt_log(&settings, &registry, &metrics, &tracker, &shutdown).await?;
 
     let mut topics = vec![settings.events_topic.clone(), settings.dlq_topic.clone()];
     topics.extend(settings.tiers.topics(&settings.events_topic));
@@ -116,6 +118,10 @@ pub async fn start(settings: Settings, shutdown: CancellationToken) -> Result<Ru
     let endpoints = load_endpoints(&settings, &tracker, &shutdown).await?;
     if settings.fanout.enabled {
         let stage = fanout_stage(&settings, &registry, &endpoints, &metrics, schema_id).await?;
+        let stage = fanout::Stage {
+            attempt_log: attempt_log.clone(),
+            ..stage
+        };
         tracker.spawn(fanout_task(stage, shutdown.clone()));
     }
     readiness.set_endpoints_loaded();
@@ -137,6 +143,7 @@ pub async fn start(settings: Settings, shutdown: CancellationToken) -> Result<Ru
             schema_id,
             settings.max_message_bytes,
         ),
+        attempt_log,
         ledger,
         registry: Arc::clone(&registry),
         endpoints,
@@ -208,6 +215,7 @@ pub async fn start_fanout(settings: Settings, shutdown: CancellationToken) -> Re
     let readiness = Arc::new(Readiness::default());
     let registry = Arc::new(Registry::new(&settings.registry)?);
     let schema_id = register_dlq_schema(&settings, &registry).await?;
+    let attempt_log = attempt_log(&settings, &registry, &metrics, &tracker, &shutdown).await?;
     let topics = [
         settings.fanout.topic.clone(),
         settings.events_topic.clone(),
@@ -218,6 +226,10 @@ pub async fn start_fanout(settings: Settings, shutdown: CancellationToken) -> Re
     readiness.set_endpoints_loaded();
     let admin_addr = serve_admin(&settings, &metrics, &readiness, &tracker, &shutdown).await?;
     let stage = fanout_stage(&settings, &registry, &endpoints, &metrics, schema_id).await?;
+    let stage = fanout::Stage {
+        attempt_log,
+        ..stage
+    };
     // Ready once it runs: the fan-out has no assignment of its own to wait for.
     readiness.set_consuming(true);
     let task = tracker.spawn(fanout::run(stage, shutdown));
@@ -437,7 +449,23 @@ pub(crate) async fn fanout_stage(
         metrics: metrics.clone(),
         dlq_schema_id,
         event_schema_id,
+        attempt_log: attempts::AttemptLog::disabled(&settings.dispatcher_id),
     })
+}
+
+/// Registers the attempt schema and starts the attempt log's writer, when enabled.
+async fn attempt_log(
+    settings: &Settings,
+    registry: &Registry,
+    metrics: &Metrics,
+    tracker: &TaskTracker,
+    shutdown: &CancellationToken,
+) -> Result<attempts::AttemptLog> {
+    if !settings.attempts.enabled {
+        return Ok(attempts::AttemptLog::disabled(&settings.dispatcher_id));
+    }
+    let id = attempts::register_attempt_schema(settings, registry).await?;
+    attempts::start(settings, id, &metrics.attempt_log, tracker, shutdown)
 }
 
 /// Runs the fan-out stage beside the deliveries, logging how it ended.

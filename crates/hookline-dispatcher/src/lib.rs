@@ -5,6 +5,7 @@
 //! (decode, validate, admit, attempt, decide, write), `shared` finishes its offset.
 
 mod admin;
+mod attempts;
 mod config;
 mod context;
 mod delivery;

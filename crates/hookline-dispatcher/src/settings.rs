@@ -12,6 +12,7 @@ use hookline_core::url_guard::AddressPolicy;
 use hookline_kafka::{Compatibility, KafkaSettings, RegistrySettings};
 use tokio::sync::Semaphore;
 
+use crate::attempts::AttemptsSettings;
 use crate::config::{BreakerConfig, DispatcherConfig, GroupProtocol, LedgerConfig};
 use crate::error::{DispatchError, Result};
 use crate::fanout::FanoutSettings;
@@ -195,8 +196,10 @@ impl DispatcherConfig {
             .fanout
             .to_settings(&self.topics.events, &self.group_id, instance)?;
         let telemetry = self.telemetry.to_settings()?;
+        let attempts = self.attempts.to_settings(&self.topics.events)?;
         Ok(Settings {
             telemetry,
+            attempts,
             fanout,
             endpoints_topic: (!self.topics.endpoints.is_empty())
                 .then(|| self.topics.endpoints.clone()),
@@ -379,6 +382,8 @@ fn default_dispatcher_id() -> String {
 pub struct Settings {
     /// Trace export, when configured.
     pub telemetry: Option<TelemetrySettings>,
+    /// The attempt log.
+    pub attempts: AttemptsSettings,
     /// The fan-out stage.
     pub fanout: FanoutSettings,
     /// Kafka connection.

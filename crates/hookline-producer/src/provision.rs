@@ -26,6 +26,8 @@ pub struct TopicsPlan {
     pub retry_retention_ms: i64,
     /// How long dead letters are kept, in milliseconds.
     pub dlq_retention_ms: i64,
+    /// How long attempt-log records are kept, in milliseconds (`attempts.retention_ms`).
+    pub attempts_retention_ms: i64,
 }
 
 impl TopicsPlan {
@@ -41,6 +43,7 @@ impl TopicsPlan {
             events_retention_ms: 7 * DAY_MS,
             retry_retention_ms: 3 * DAY_MS,
             dlq_retention_ms: 30 * DAY_MS,
+            attempts_retention_ms: 7 * DAY_MS,
         }
     }
 
@@ -87,6 +90,12 @@ impl TopicsPlan {
             self.partitions,
             self.dlq_retention_ms,
         ));
+        // As many partitions as the events topic: a reader computes an event's partition.
+        specs.push(log(
+            self.topics.attempts(),
+            self.partitions,
+            self.attempts_retention_ms,
+        ));
         specs.push(table(self.topics.dlq_actions()));
         specs.push(table(self.topics.endpoints.clone()));
         Ok(specs)
@@ -116,6 +125,7 @@ impl TopicsPlan {
             ("events_retention_ms", self.events_retention_ms),
             ("retry_retention_ms", self.retry_retention_ms),
             ("dlq_retention_ms", self.dlq_retention_ms),
+            ("attempts_retention_ms", self.attempts_retention_ms),
         ] {
             if ms < 1 {
                 return Err(invalid(field, "must be positive"));
@@ -205,16 +215,21 @@ mod tests {
                 "webhook-events.retry.10m",
                 "webhook-events.retry.1h",
                 "webhook-events.dlq",
+                "webhook-events.attempts",
                 "webhook-events.dlq-actions",
                 "webhook-endpoints",
             ]
         );
+        let attempts = &specs[7];
+        assert_eq!(attempts.partitions, 6, "as many as the events topic");
+        assert_eq!(config(attempts, "cleanup.policy"), Some("delete"));
+        assert_eq!(config(attempts, "retention.ms"), Some("604800000"));
         assert!(specs[..7].iter().all(|s| s.partitions == 6));
         assert_eq!(config(&specs[0], "cleanup.policy"), Some("delete"));
         assert_eq!(config(&specs[1], "retention.ms"), Some("604800000"));
         assert_eq!(config(&specs[2], "retention.ms"), Some("259200000"));
         assert_eq!(config(&specs[6], "retention.ms"), Some("2592000000"));
-        let endpoints = &specs[8];
+        let endpoints = &specs[9];
         assert_eq!(config(endpoints, "cleanup.policy"), Some("compact"));
         assert_eq!(endpoints.partitions, 3);
         assert_eq!(config(endpoints, "retention.ms"), None);
@@ -231,7 +246,11 @@ mod tests {
             .map(|s| s.name)
             .collect();
         assert_eq!(names[2..4], ["ev.retry.200ms", "ev.retry.1m"]);
-        assert_eq!(names.len(), 7);
+        assert_eq!(
+            names.len(),
+            8,
+            "events, fan-out, 2 tiers, DLQ, attempts, actions, endpoints"
+        );
     }
 
     #[test]

@@ -47,6 +47,12 @@ impl Topics {
         format!("{}.fanout", self.events)
     }
 
+    /// The attempt-log topic: `<events>.attempts`, one record per attempt, retry, deferral,
+    /// park and fan-out, keyed by event id.
+    pub fn attempts(&self) -> String {
+        format!("{}.attempts", self.events)
+    }
+
     /// The dead-letter topic: `<events>.dlq`.
     pub fn dlq(&self) -> String {
         format!("{}.dlq", self.events)

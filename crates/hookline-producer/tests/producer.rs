@@ -228,6 +228,7 @@ async fn provisioning_creates_the_topics_with_their_configs_and_is_idempotent() 
         format!("{}.retry.200ms", topics.events),
         format!("{}.retry.5s", topics.events),
         topics.dlq(),
+        topics.attempts(),
         topics.dlq_actions(),
         topics.endpoints.clone(),
     ];

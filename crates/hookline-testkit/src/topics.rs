@@ -20,6 +20,8 @@ pub struct TestTopics {
     pub endpoints: String,
     /// The fan-out topic of tenant events (`<events>.fanout`).
     pub fanout: String,
+    /// The attempt log (`<events>.attempts`), as many partitions as the events topic.
+    pub attempts: String,
     /// Retry tier suffixes (`200ms`, ...).
     pub tiers: Vec<String>,
 }
@@ -32,6 +34,7 @@ impl TestTopics {
             dlq: format!("{events}.dlq"),
             endpoints: format!("{events}-endpoints"),
             fanout: format!("{events}.fanout"),
+            attempts: format!("{events}.attempts"),
             tiers: tiers.iter().map(|t| (*t).to_owned()).collect(),
             events,
         }
@@ -54,6 +57,7 @@ impl TestTopics {
         let mut specs = vec![
             TopicSpec::new(&self.events, partitions, 1),
             TopicSpec::new(&self.fanout, partitions, 1),
+            TopicSpec::new(&self.attempts, partitions, 1),
             TopicSpec::new(&self.dlq, 1, 1),
             TopicSpec::new(&self.endpoints, 1, 1).config("cleanup.policy", "compact"),
         ];

@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 pub(crate) use decode::{Intake, intake};
 pub(crate) use write::{Abandoned, Writer};
 
+use crate::attempts;
 use crate::endpoints::{Endpoint, EndpointTable};
 use crate::envelope::Failure;
 use crate::events::{Lifecycle, Outcome, Step};
@@ -50,6 +51,8 @@ pub(crate) struct Ctx {
     pub endpoints: Arc<EndpointTable>,
     pub http: HttpSender,
     pub writer: Writer,
+    /// The attempt log (never waited for).
+    pub attempt_log: crate::attempts::AttemptLog,
     /// The delivery ledger, when configured.
     pub ledger: Option<Ledger>,
     pub metrics: Metrics,
@@ -150,6 +153,7 @@ pub(crate) async fn run(ctx: &Ctx, delivery: &Delivery) -> Result<Outcome, Aband
         }
         Err(Halt::Defer { why, wait }) => write::defer(ctx, delivery, &mut job, why, wait).await?,
     };
+    attempts::hooks::outcome(&ctx.attempt_log, &job, &delivery.record, &outcome);
     outcome.emit(&ctx.metrics, &mut job.life);
     Ok(outcome)
 }
@@ -198,6 +202,15 @@ async fn stages(ctx: &Ctx, delivery: &Delivery, job: &mut Job<'_>) -> Result<Out
         let first_attempt_at = job.meta.first_attempt_at_ms.unwrap_or(now);
         let attempt = attempt::send(ctx, &target, event, &job.trace, attempt_no).await;
         let classification = classify(attempt.outcome, &ctx.settings.classify);
+        let endpoint_id = target.endpoint.id.as_str();
+        attempts::hooks::attempt(
+            &ctx.attempt_log,
+            event,
+            endpoint_id,
+            attempt_no,
+            &attempt,
+            &classification,
+        );
         admitted.verdict(&classification);
         ctx.metrics.attempt(classification.code(), attempt.took);
         job.meta.attempt = attempt_no;

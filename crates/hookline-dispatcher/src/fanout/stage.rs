@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 use super::kafka::{CALL_TIMEOUT, blocking, owned_headers, partitions, send, settle};
 use super::metrics::FanoutOutcome;
 use super::plan::{self, Encoding, Plan};
+use crate::attempts::hooks;
 use crate::endpoints::EndpointTable;
 use crate::envelope::{Failure, build_envelope};
 use crate::error::{DispatchError, Result};
@@ -54,6 +55,8 @@ pub(crate) struct Stage {
     pub dlq_schema_id: u32,
     /// The current event schema's id under the events topic's subject.
     pub event_schema_id: u32,
+    /// The attempt log (`fanned_out` records).
+    pub attempt_log: crate::attempts::AttemptLog,
 }
 
 /// Counts rebalances, so that a batch taken before one is dropped (it is read again).
@@ -404,6 +407,12 @@ impl Session<'_> {
                 }));
                 for planned in &chunk {
                     emit(metrics, planned);
+                    if let (Plan::Deliver(deliveries), Some(event)) =
+                        (&planned.plan, &planned.event)
+                    {
+                        let log = &self.stage.attempt_log;
+                        hooks::fanned_out(log, event, &planned.taken.record, deliveries.len());
+                    }
                 }
                 Ok(())
             }

@@ -23,6 +23,10 @@ pub struct Attempt {
     pub took: Duration,
     /// A short human-readable account (status and the start of the body, or the error).
     pub detail: String,
+    /// The start of the response body (at most `max_response_bytes`), for the attempt log.
+    pub body: Vec<u8>,
+    /// The `traceparent` the attempt sent, once known.
+    pub traceparent: Option<String>,
 }
 
 impl Attempt {
@@ -113,6 +117,8 @@ impl HttpSender {
                     outcome: AttemptOutcome::Timeout,
                     took: started.elapsed(),
                     detail: format!("no answer within {} ms", timeout.as_millis()),
+                    body: Vec::new(),
+                    traceparent: None,
                 };
             }
             Ok(Err(error)) => {
@@ -125,6 +131,8 @@ impl HttpSender {
                     outcome,
                     took: started.elapsed(),
                     detail: error_text(error, &request.url),
+                    body: Vec::new(),
+                    traceparent: None,
                 };
             }
             Ok(Ok(response)) => response,
@@ -150,6 +158,8 @@ impl HttpSender {
             },
             took,
             detail,
+            body,
+            traceparent: None,
         }
     }
 

@@ -1,0 +1,110 @@
+//! The attempt log's user-facing config (`[attempts]`) and its validated settings.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{DispatchError, Result};
+
+/// The attempt log.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AttemptsConfig {
+    /// Write the attempt log. Default true.
+    pub enabled: bool,
+    /// Its topic; default `<topics.events>.attempts`.
+    pub topic: Option<String>,
+    /// Records held between delivery and the writer; one more is dropped (and counted in
+    /// `webhook_attempt_log_dropped_total`), never waited for. Default 10000.
+    pub buffer: usize,
+    /// Most bytes of a response body kept in a record (URL query strings redacted).
+    /// Default 1024.
+    pub max_body_excerpt_bytes: usize,
+    /// How long `hookline topics create` has the topic keep records, in milliseconds.
+    /// Default 604800000 (7 days).
+    pub retention_ms: i64,
+}
+
+impl Default for AttemptsConfig {
+    fn default() -> Self {
+        AttemptsConfig {
+            enabled: true,
+            topic: None,
+            buffer: 10_000,
+            max_body_excerpt_bytes: 1024,
+            retention_ms: 7 * 24 * 3_600_000,
+        }
+    }
+}
+
+/// The attempt log's validated settings.
+#[derive(Clone, Debug)]
+pub struct AttemptsSettings {
+    /// Whether the log is written.
+    pub enabled: bool,
+    /// Its topic.
+    pub topic: String,
+    /// The buffer's capacity.
+    pub buffer: usize,
+    /// The excerpt bound.
+    pub max_body_excerpt_bytes: usize,
+}
+
+impl AttemptsConfig {
+    /// Validates, deriving the default topic from the events topic.
+    pub(crate) fn to_settings(&self, events_topic: &str) -> Result<AttemptsSettings> {
+        if self.buffer == 0 {
+            return Err(DispatchError::config(
+                "attempts.buffer",
+                "must be at least 1",
+            ));
+        }
+        if self.retention_ms <= 0 {
+            return Err(DispatchError::config(
+                "attempts.retention_ms",
+                "must be positive",
+            ));
+        }
+        let topic = match &self.topic {
+            Some(topic) if topic.trim().is_empty() => {
+                return Err(DispatchError::config("attempts.topic", "must not be empty"));
+            }
+            Some(topic) => topic.clone(),
+            None => format!("{events_topic}.attempts"),
+        };
+        Ok(AttemptsSettings {
+            enabled: self.enabled,
+            topic,
+            buffer: self.buffer,
+            max_body_excerpt_bytes: self.max_body_excerpt_bytes,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_follow_the_events_topic() {
+        let settings = AttemptsConfig::default().to_settings("ev").expect("valid");
+        assert!(settings.enabled);
+        assert_eq!(settings.topic, "ev.attempts");
+        assert_eq!(settings.buffer, 10_000);
+        assert_eq!(settings.max_body_excerpt_bytes, 1024);
+    }
+
+    #[test]
+    fn bad_values_name_their_field() {
+        let zero = AttemptsConfig {
+            buffer: 0,
+            ..AttemptsConfig::default()
+        };
+        let error = zero.to_settings("ev").expect_err("refused").to_string();
+        assert!(error.contains("attempts.buffer"), "{error}");
+        let empty = AttemptsConfig {
+            topic: Some(" ".to_owned()),
+            ..AttemptsConfig::default()
+        };
+        let error = empty.to_settings("ev").expect_err("refused").to_string();
+        assert!(error.contains("attempts.topic"), "{error}");
+    }
+}

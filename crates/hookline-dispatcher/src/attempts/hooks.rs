@@ -1,0 +1,137 @@
+//! The attempt log's records, built where delivery and fan-out learn an outcome. Each
+//! builds one record and hands it over without waiting.
+
+use hookline_core::attempt_log::{AttemptKind, AttemptRecord};
+use hookline_core::envelope::derived_event_id;
+use hookline_core::headers::TRACEPARENT;
+use hookline_core::trace::trace_id_of;
+use hookline_core::{Classification, WebhookEvent};
+
+use super::AttemptLog;
+use crate::delivery::{Job, now_ms};
+use crate::events::Outcome;
+use crate::http::Attempt;
+use crate::record::SourceRecord;
+
+fn base(log: &AttemptLog, event_id: String, kind: AttemptKind, attempt: u32) -> AttemptRecord {
+    AttemptRecord {
+        event_id,
+        tenant_id: None,
+        endpoint_id: None,
+        kind,
+        attempt,
+        timestamp_ms: now_ms(),
+        duration_ms: None,
+        http_status: None,
+        error_kind: None,
+        response_excerpt: None,
+        tier: None,
+        reason: None,
+        deliveries: None,
+        dispatcher_id: log.dispatcher_id(),
+        trace_id: None,
+    }
+}
+
+/// Logs HTTP attempt `attempt_no` of `event` to endpoint `endpoint_id`.
+pub(crate) fn attempt(
+    log: &AttemptLog,
+    event: &WebhookEvent,
+    endpoint_id: &str,
+    attempt_no: u32,
+    attempt: &Attempt,
+    classification: &Classification,
+) {
+    if !log.enabled() {
+        return;
+    }
+    let mut record = base(
+        log,
+        event.event_id.clone(),
+        AttemptKind::Attempt,
+        attempt_no,
+    );
+    record.tenant_id.clone_from(&event.tenant_id);
+    record.endpoint_id = Some(endpoint_id.to_owned());
+    record.duration_ms = Some(i64::try_from(attempt.took.as_millis()).unwrap_or(i64::MAX));
+    record.http_status = attempt.status();
+    record.error_kind = match classification {
+        Classification::Success => None,
+        other => Some(other.code().to_owned()),
+    };
+    record.response_excerpt = log.excerpt(&attempt.body);
+    record.trace_id = attempt
+        .traceparent
+        .as_deref()
+        .and_then(trace_id_of)
+        .map(str::to_owned);
+    log.push(record);
+}
+
+/// Logs where a delivery went after its attempts: a retry tier, a deferral, the DLQ.
+/// Deliveries (the attempt record says it), duplicates and hops are not logged.
+pub(crate) fn outcome(log: &AttemptLog, job: &Job<'_>, source: &SourceRecord, outcome: &Outcome) {
+    if !log.enabled() {
+        return;
+    }
+    let (kind, tier, reason) = match outcome {
+        Outcome::Delivered { .. } | Outcome::DuplicateSuppressed | Outcome::Hopped { .. } => {
+            return;
+        }
+        Outcome::RetryScheduled { tier, reason, .. } => {
+            (AttemptKind::RetryScheduled, Some(tier.clone()), *reason)
+        }
+        Outcome::Deferred { tier, why } => (AttemptKind::Deferred, Some(tier.clone()), *why),
+        Outcome::Parked { reason, .. } => (AttemptKind::Parked, None, reason.code()),
+    };
+    let event = job.event.as_ref();
+    let meta = &job.meta;
+    let event_id = event.map_or_else(
+        || {
+            derived_event_id(
+                &meta.original_topic,
+                meta.original_partition,
+                meta.original_offset,
+            )
+        },
+        |event| event.event_id.clone(),
+    );
+    let mut record = base(log, event_id, kind, meta.attempt);
+    record.tenant_id = event.and_then(|e| e.tenant_id.clone());
+    record.endpoint_id = event.and_then(|e| e.endpoint_id.clone()).or_else(|| {
+        source
+            .key
+            .as_deref()
+            .and_then(|k| std::str::from_utf8(k).ok())
+            .map(str::to_owned)
+    });
+    record.tier = tier;
+    record.reason = Some(reason.to_owned());
+    record.trace_id = trace_of(source);
+    log.push(record);
+}
+
+/// Logs that tenant event `event` became `deliveries` deliveries.
+pub(crate) fn fanned_out(
+    log: &AttemptLog,
+    event: &WebhookEvent,
+    source: &SourceRecord,
+    deliveries: usize,
+) {
+    if !log.enabled() {
+        return;
+    }
+    let mut record = base(log, event.event_id.clone(), AttemptKind::FannedOut, 0);
+    record.tenant_id.clone_from(&event.tenant_id);
+    record.deliveries = Some(u32::try_from(deliveries).unwrap_or(u32::MAX));
+    record.trace_id = trace_of(source);
+    log.push(record);
+}
+
+fn trace_of(source: &SourceRecord) -> Option<String> {
+    source
+        .header(TRACEPARENT)
+        .and_then(|value| std::str::from_utf8(value).ok())
+        .and_then(trace_id_of)
+        .map(str::to_owned)
+}
