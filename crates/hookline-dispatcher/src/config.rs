@@ -11,6 +11,7 @@ use hookline_core::policy::RetryConfig;
 use hookline_kafka::{Compatibility, KafkaSettings, RegistrySettings};
 use serde::{Deserialize, Serialize};
 
+pub use crate::endpoints::LifecycleConfig;
 pub use crate::fanout::FanoutConfig;
 pub use outbound::OutboundConfig;
 
@@ -72,6 +73,8 @@ pub struct DispatcherConfig {
     pub ledger: LedgerConfig,
     /// The fan-out of tenant events into deliveries.
     pub fanout: FanoutConfig,
+    /// When an endpoint is disabled by the dispatcher itself.
+    pub lifecycle: LifecycleConfig,
 }
 
 /// A consumer group protocol.
@@ -223,6 +226,7 @@ impl Default for DispatcherConfig {
             dlq_compatibility: Compatibility::Backward,
             ledger: LedgerConfig::default(),
             fanout: FanoutConfig::default(),
+            lifecycle: LifecycleConfig::default(),
         }
     }
 }
@@ -298,7 +302,7 @@ impl Default for AdminConfig {
 /// The top-level keys: only `HOOKLINE_*` variables under one of them are config (others,
 /// such as `HOOKLINE_BOOTSTRAP_SERVERS` of the command line or `HOOKLINE_HOME` of the local
 /// stack, belong to other tools). Below a key, unknown names are refused.
-const TOP_LEVEL_KEYS: [&str; 19] = [
+const TOP_LEVEL_KEYS: [&str; 20] = [
     "kafka",
     "registry",
     "topics",
@@ -318,6 +322,7 @@ const TOP_LEVEL_KEYS: [&str; 19] = [
     "shutdown_grace_ms",
     "dlq_compatibility",
     "ledger",
+    "lifecycle",
 ];
 
 impl DispatcherConfig {

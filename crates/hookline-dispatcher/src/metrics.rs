@@ -13,6 +13,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::endpoints::lifecycle::LifecycleMetrics;
 use crate::fanout::FanoutMetrics;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -79,6 +80,8 @@ pub struct Metrics {
     totals: Arc<Mutex<Totals>>,
     /// The fan-out stage's metrics, in the same registry.
     pub(crate) fanout: FanoutMetrics,
+    /// The endpoint lifecycle's metrics, in the same registry.
+    pub(crate) lifecycle: LifecycleMetrics,
 }
 
 /// Running totals of one dispatcher, for programs that embed it (the demo's summary).
@@ -201,8 +204,10 @@ impl Metrics {
             lag.clone(),
         );
         let fanout = FanoutMetrics::register(&mut registry);
+        let lifecycle = LifecycleMetrics::register(&mut registry);
         Metrics {
             fanout,
+            lifecycle,
             registry: Arc::new(registry),
             deliveries,
             attempts,

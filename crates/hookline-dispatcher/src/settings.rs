@@ -194,6 +194,7 @@ impl DispatcherConfig {
             .fanout
             .to_settings(&self.topics.events, &self.group_id, instance)?;
         Ok(Settings {
+            lifecycle: self.lifecycle.to_settings(),
             fanout,
             endpoints_topic: (!self.topics.endpoints.is_empty())
                 .then(|| self.topics.endpoints.clone()),
@@ -442,4 +443,6 @@ pub struct Settings {
     pub dlq_compatibility: Compatibility,
     /// The delivery ledger, when configured.
     pub ledger: Option<LedgerSettings>,
+    /// When endpoints are disabled by the dispatcher itself.
+    pub lifecycle: crate::endpoints::LifecycleSettings,
 }

@@ -398,7 +398,7 @@ async fn a_conditional_write_never_overwrites_a_newer_config() {
         .put_if_current("ep_a", &seen, &disabled)
         .await
         .expect("conditional");
-    assert_eq!(done, PutIf::Changed(Some(newer.clone())));
+    assert_eq!(done, PutIf::Changed(Some(Box::new(newer.clone()))));
     assert_eq!(store.get("ep_a").await.expect("get"), Some(newer.clone()));
 
     // On the config it holds, the write goes through; a second one sees it done.
@@ -415,6 +415,6 @@ async fn a_conditional_write_never_overwrites_a_newer_config() {
         .put_if_current("ep_a", &newer, &disabled_newer)
         .await
         .expect("again");
-    assert_eq!(again, PutIf::Changed(Some(disabled_newer.clone())));
+    assert_eq!(again, PutIf::Changed(Some(Box::new(disabled_newer.clone()))));
     assert_eq!(store.get("ep_a").await.expect("get"), Some(disabled_newer));
 }

@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 pub(crate) use decode::{Intake, intake};
 pub(crate) use write::{Abandoned, Writer};
 
+use crate::endpoints::lifecycle::EndpointLifecycle;
 use crate::endpoints::{Endpoint, EndpointTable};
 use crate::envelope::Failure;
 use crate::events::{Lifecycle, Outcome, Step};
@@ -53,6 +54,8 @@ pub(crate) struct Ctx {
     pub metrics: Metrics,
     /// Attempts running at once, over all endpoints.
     pub global: Arc<Semaphore>,
+    /// Disables endpoints that are gone or keep failing.
+    pub lifecycle: EndpointLifecycle,
 }
 
 /// One record handed to a delivery task by the poll loop.
@@ -173,6 +176,10 @@ async fn stages(ctx: &Ctx, delivery: &Delivery, job: &mut Job<'_>) -> Result<Out
         let attempt = attempt::send(ctx, &target, event, &delivery.record, attempt_no).await;
         let classification = classify(attempt.outcome, &ctx.settings.classify);
         admitted.verdict(&classification);
+        if !target.url_overridden {
+            ctx.lifecycle
+                .observe(&target.endpoint, &classification, now);
+        }
         ctx.metrics.attempt(classification.code(), attempt.took);
         job.meta.attempt = attempt_no;
         job.meta.first_attempt_at_ms = Some(first_attempt_at);

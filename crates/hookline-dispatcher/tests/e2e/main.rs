@@ -8,6 +8,7 @@ mod harness;
 mod isolation;
 mod leaks;
 mod ledger;
+mod lifecycle;
 mod pipeline;
 mod poison;
 mod registry_auth;

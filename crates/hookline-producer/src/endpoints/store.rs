@@ -25,7 +25,7 @@ pub enum PutIf {
     /// The config was written.
     Written,
     /// Nothing was written: the table holds this instead of the expected config.
-    Changed(Option<EndpointConfig>),
+    Changed(Option<Box<EndpointConfig>>),
 }
 
 /// Writes and reads the endpoint table (key: endpoint id, value: JSON of
@@ -102,7 +102,7 @@ impl EndpointStore {
     ) -> Result<PutIf, EndpointStoreError> {
         let current = self.get(id).await?;
         if current.as_ref() != Some(expected) {
-            return Ok(PutIf::Changed(current));
+            return Ok(PutIf::Changed(current.map(Box::new)));
         }
         self.put(id, config).await?;
         Ok(PutIf::Written)
