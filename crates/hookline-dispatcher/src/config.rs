@@ -12,6 +12,7 @@ use hookline_kafka::{Compatibility, KafkaSettings, RegistrySettings};
 use serde::{Deserialize, Serialize};
 
 pub use crate::attempts::AttemptsConfig;
+pub use crate::endpoints::LifecycleConfig;
 pub use crate::fanout::FanoutConfig;
 pub use outbound::OutboundConfig;
 
@@ -80,6 +81,8 @@ pub struct DispatcherConfig {
     pub telemetry: TelemetryConfig,
     /// The attempt log (`<events>.attempts`).
     pub attempts: AttemptsConfig,
+    /// When an endpoint is disabled by the dispatcher itself.
+    pub lifecycle: LifecycleConfig,
 }
 
 /// A consumer group protocol.
@@ -233,6 +236,7 @@ impl Default for DispatcherConfig {
             fanout: FanoutConfig::default(),
             telemetry: TelemetryConfig::default(),
             attempts: AttemptsConfig::default(),
+            lifecycle: LifecycleConfig::default(),
         }
     }
 }
@@ -308,7 +312,7 @@ impl Default for AdminConfig {
 /// The top-level keys: only `HOOKLINE_*` variables under one of them are config (others,
 /// such as `HOOKLINE_BOOTSTRAP_SERVERS` of the command line or `HOOKLINE_HOME` of the local
 /// stack, belong to other tools). Below a key, unknown names are refused.
-const TOP_LEVEL_KEYS: [&str; 22] = [
+const TOP_LEVEL_KEYS: [&str; 23] = [
     "kafka",
     "registry",
     "topics",
@@ -331,6 +335,7 @@ const TOP_LEVEL_KEYS: [&str; 22] = [
     "telemetry",
     "attempts",
     "fanout",
+    "lifecycle",
 ];
 
 impl DispatcherConfig {

@@ -22,6 +22,7 @@ use crate::attempts;
 use crate::config::GroupProtocol;
 use crate::context::DispatchContext;
 use crate::delivery::{Ctx, Writer};
+use crate::endpoints::lifecycle::EndpointLifecycle;
 use crate::endpoints::{EndpointDefaults, EndpointTable, follow_topic, load_file};
 use crate::error::{DispatchError, Result};
 use crate::fanout;
@@ -32,6 +33,7 @@ use crate::poll::{DispatchConsumer, lag_gauge, run_loop};
 use crate::settings::Settings;
 use crate::shared::Shared;
 use crate::telemetry::Telemetry;
+use hookline_producer::EndpointStore;
 
 /// A started dispatcher.
 pub struct Running {
@@ -115,7 +117,7 @@ pub async fn start(settings: Settings, shutdown: CancellationToken) -> Result<Ru
     }
     check_topics(&settings, &needed).await?;
 
-    let endpoints = load_endpoints(&settings, &tracker, &shutdown).await?;
+    let endpoints = load_endpoints(&settings, &metrics, &tracker, &shutdown).await?;
     if settings.fanout.enabled {
         let stage = fanout_stage(&settings, &registry, &endpoints, &metrics, schema_id).await?;
         let stage = fanout::Stage {
@@ -150,6 +152,7 @@ pub async fn start(settings: Settings, shutdown: CancellationToken) -> Result<Ru
         metrics: metrics.clone(),
         global: Arc::new(Semaphore::new(settings.max_in_flight)),
         telemetry: Telemetry::new(settings.telemetry.as_ref())?,
+        lifecycle: lifecycle(&settings, &metrics)?,
         settings: Arc::clone(&settings),
     });
 
@@ -222,7 +225,7 @@ pub async fn start_fanout(settings: Settings, shutdown: CancellationToken) -> Re
         settings.dlq_topic.clone(),
     ];
     check_topics(&settings, &topics).await?;
-    let endpoints = load_endpoints(&settings, &tracker, &shutdown).await?;
+    let endpoints = load_endpoints(&settings, &metrics, &tracker, &shutdown).await?;
     readiness.set_endpoints_loaded();
     let admin_addr = serve_admin(&settings, &metrics, &readiness, &tracker, &shutdown).await?;
     let stage = fanout_stage(&settings, &registry, &endpoints, &metrics, schema_id).await?;
@@ -353,30 +356,51 @@ fn client_factory(settings: &Settings) -> ClientFactory {
     )
 }
 
+/// The endpoint lifecycle, writing disabled endpoints back to the endpoints topic if any.
+fn lifecycle(settings: &Settings, metrics: &Metrics) -> Result<EndpointLifecycle> {
+    let store = match &settings.endpoints_topic {
+        Some(topic) => Some(
+            EndpointStore::new(&settings.kafka, topic).map_err(|source| {
+                DispatchError::Internal(format!("creating the endpoints writer: {source}"))
+            })?,
+        ),
+        None => None,
+    };
+    Ok(EndpointLifecycle::new(
+        settings.lifecycle,
+        store,
+        metrics.lifecycle.clone(),
+    ))
+}
+
 /// The endpoint table, loaded from the endpoints file and the endpoints topic (read to its
 /// end), then followed until `shutdown`.
 pub(crate) async fn load_endpoints(
     settings: &Settings,
+    metrics: &Metrics,
     tracker: &TaskTracker,
     shutdown: &CancellationToken,
 ) -> Result<Arc<EndpointTable>> {
-    let endpoints = Arc::new(EndpointTable::new(EndpointDefaults {
-        max_concurrency: settings.per_endpoint_concurrency,
-        // One endpoint may hold at most a quarter of the global attempts.
-        max_concurrency_share: u32::try_from(settings.max_in_flight / 4)
-            .unwrap_or(u32::MAX)
-            .max(1),
-        max_cap: settings
-            .tiers
-            .tiers()
-            .last()
-            .map_or(settings.retry.cap, |tier| tier.delay),
-        timeout: settings.timeout,
-        queue: settings.per_endpoint_queue,
-        retry: settings.retry,
-        breaker: settings.breaker,
-        clients: client_factory(settings),
-    }));
+    let endpoints = Arc::new(
+        EndpointTable::new(EndpointDefaults {
+            max_concurrency: settings.per_endpoint_concurrency,
+            // One endpoint may hold at most a quarter of the global attempts.
+            max_concurrency_share: u32::try_from(settings.max_in_flight / 4)
+                .unwrap_or(u32::MAX)
+                .max(1),
+            max_cap: settings
+                .tiers
+                .tiers()
+                .last()
+                .map_or(settings.retry.cap, |tier| tier.delay),
+            timeout: settings.timeout,
+            queue: settings.per_endpoint_queue,
+            retry: settings.retry,
+            breaker: settings.breaker,
+            clients: client_factory(settings),
+        })
+        .count_disabled_in(metrics.lifecycle.disabled_gauge()),
+    );
     if let Some(path) = &settings.endpoints_file {
         let count = load_file(path, &endpoints)?;
         tracing::info!(path = %path.display(), endpoints = count, "endpoints file loaded");

@@ -14,6 +14,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use crate::attempts::AttemptLogMetrics;
+use crate::endpoints::lifecycle::LifecycleMetrics;
 use crate::fanout::FanoutMetrics;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -81,6 +82,8 @@ pub struct Metrics {
     /// The fan-out stage's metrics, in the same registry.
     pub(crate) fanout: FanoutMetrics,
     pub(crate) attempt_log: AttemptLogMetrics,
+    /// The endpoint lifecycle's metrics, in the same registry.
+    pub(crate) lifecycle: LifecycleMetrics,
 }
 
 /// Running totals of one dispatcher, for programs that embed it (the demo's summary).
@@ -204,9 +207,11 @@ impl Metrics {
         );
         let fanout = FanoutMetrics::register(&mut registry);
         let attempt_log = AttemptLogMetrics::register(&mut registry);
+        let lifecycle = LifecycleMetrics::register(&mut registry);
         Metrics {
             fanout,
             attempt_log,
+            lifecycle,
             registry: Arc::new(registry),
             deliveries,
             attempts,

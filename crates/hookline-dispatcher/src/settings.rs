@@ -200,6 +200,7 @@ impl DispatcherConfig {
         Ok(Settings {
             telemetry,
             attempts,
+            lifecycle: self.lifecycle.to_settings(),
             fanout,
             endpoints_topic: (!self.topics.endpoints.is_empty())
                 .then(|| self.topics.endpoints.clone()),
@@ -452,4 +453,6 @@ pub struct Settings {
     pub dlq_compatibility: Compatibility,
     /// The delivery ledger, when configured.
     pub ledger: Option<LedgerSettings>,
+    /// When endpoints are disabled by the dispatcher itself.
+    pub lifecycle: crate::endpoints::LifecycleSettings,
 }

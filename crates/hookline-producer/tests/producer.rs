@@ -11,8 +11,8 @@ use hookline_core::endpoint::EndpointConfig;
 use hookline_core::policy::RetryTiers;
 use hookline_kafka::{KafkaSettings, Registry, TopicSpec, ensure_topics};
 use hookline_producer::{
-    Encoding, EndpointStore, EndpointStoreError, PublishError, Publisher, PublisherConfig, Topics,
-    TopicsPlan, provision,
+    Encoding, EndpointStore, EndpointStoreError, PublishError, Publisher, PublisherConfig, PutIf,
+    Topics, TopicsPlan, provision,
 };
 use hookline_testkit::{kafka_settings, read_all, registry_settings, unique_name};
 use rdkafka::admin::{AdminClient, AdminOptions, ResourceSpecifier};
@@ -370,4 +370,55 @@ async fn endpoints_refuse_invalid_configs_and_report_a_missing_topic() {
         matches!(error, EndpointStoreError::TopicMissing { .. }),
         "{error:?}"
     );
+}
+
+#[tokio::test]
+async fn a_conditional_write_never_overwrites_a_newer_config() {
+    let settings = kafka_settings();
+    let topic = unique_name("endpoints");
+    let table = TopicSpec::new(&topic, 1, 1).config("cleanup.policy", "compact");
+    ensure_topics(&settings, &[table])
+        .await
+        .expect("create the table");
+    let store = EndpointStore::new(&settings, &topic).expect("store");
+    let seen = EndpointConfig::new("https://a.example/v1", vec![SECRET.into()]);
+    let newer = EndpointConfig {
+        description: Some("moved".into()),
+        ..EndpointConfig::new("https://a.example/v2", vec![SECRET.into()])
+    };
+    let disabled = EndpointConfig {
+        enabled: false,
+        disabled_reason: Some("failing: HTTP 500".into()),
+        disabled_at_ms: Some(1),
+        ..seen.clone()
+    };
+    store.put("ep_a", &seen).await.expect("put");
+    store.put("ep_a", &newer).await.expect("newer");
+
+    let done = store
+        .put_if_current("ep_a", &seen, &disabled)
+        .await
+        .expect("conditional");
+    assert_eq!(done, PutIf::Changed(Some(Box::new(newer.clone()))));
+    assert_eq!(store.get("ep_a").await.expect("get"), Some(newer.clone()));
+
+    // On the config it holds, the write goes through; a second one sees it done.
+    let disabled_newer = EndpointConfig {
+        enabled: false,
+        ..newer.clone()
+    };
+    let done = store
+        .put_if_current("ep_a", &newer, &disabled_newer)
+        .await
+        .expect("conditional");
+    assert_eq!(done, PutIf::Written);
+    let again = store
+        .put_if_current("ep_a", &newer, &disabled_newer)
+        .await
+        .expect("again");
+    assert_eq!(
+        again,
+        PutIf::Changed(Some(Box::new(disabled_newer.clone())))
+    );
+    assert_eq!(store.get("ep_a").await.expect("get"), Some(disabled_newer));
 }

@@ -15,8 +15,8 @@ use crate::signing::{Signer, SigningError, SigningKey, SigningSecret};
 use crate::url_guard::{ParsedTarget, UrlError, redact_url};
 
 pub use config::{
-    EndpointConfig, MAX_DESCRIPTION_LEN, MAX_SECRETS, MAX_SIGNING_KEYS, MAX_TIMEOUT_MS,
-    MIN_RATE_PER_S,
+    EndpointConfig, MAX_DESCRIPTION_LEN, MAX_DISABLED_REASON_LEN, MAX_SECRETS, MAX_SIGNING_KEYS,
+    MAX_TIMEOUT_MS, MIN_RATE_PER_S,
 };
 pub use credentials::{MAX_CREDENTIAL_LEN, MAX_PEM_LEN, ReceiverAuth, secret_hint};
 pub use shape::{ShapeError, from_json_slice, without_values};

@@ -27,6 +27,7 @@ pub(crate) use decode::{Intake, intake};
 pub(crate) use write::{Abandoned, Writer};
 
 use crate::attempts;
+use crate::endpoints::lifecycle::EndpointLifecycle;
 use crate::endpoints::{Endpoint, EndpointTable};
 use crate::envelope::Failure;
 use crate::events::{Lifecycle, Outcome, Step};
@@ -60,6 +61,8 @@ pub(crate) struct Ctx {
     pub global: Arc<Semaphore>,
     /// Trace export (spans of deliveries and attempts), when configured.
     pub telemetry: Telemetry,
+    /// Disables endpoints that are gone or keep failing.
+    pub lifecycle: EndpointLifecycle,
 }
 
 /// One record handed to a delivery task by the poll loop.
@@ -212,6 +215,10 @@ async fn stages(ctx: &Ctx, delivery: &Delivery, job: &mut Job<'_>) -> Result<Out
             &classification,
         );
         admitted.verdict(&classification);
+        if !target.url_overridden {
+            ctx.lifecycle
+                .observe(&target.endpoint, &classification, now);
+        }
         ctx.metrics.attempt(classification.code(), attempt.took);
         job.meta.attempt = attempt_no;
         job.meta.first_attempt_at_ms = Some(first_attempt_at);

@@ -1,9 +1,11 @@
 //! The endpoint table: what each endpoint id means, kept current from Kafka or a file.
 
 mod file;
+pub mod lifecycle;
 mod loader;
 mod table;
 
+pub use lifecycle::{LifecycleConfig, LifecycleSettings};
 pub(crate) use loader::partitions_of;
 pub use loader::{follow_topic, load_file};
 pub use table::{Endpoint, EndpointDefaults, EndpointTable};

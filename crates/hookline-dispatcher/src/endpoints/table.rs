@@ -13,10 +13,12 @@ use hookline_core::endpoint::EndpointConfig;
 use hookline_core::policy::RetryPolicy;
 use hookline_core::signing::Signer;
 use hookline_core::subscription::SubscriptionIndex;
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::{Notify, Semaphore};
 
 use hookline_core::breaker::{BreakerPolicy, CircuitBreaker};
 
+use super::lifecycle::LifecycleState;
 use crate::http::{ClientFactory, endpoint_tls};
 
 /// Defaults applied to endpoints whose configuration leaves a field out.
@@ -68,6 +70,8 @@ pub struct Endpoint {
     /// Its own HTTP client when it has a client certificate or a `server_ca`, built once
     /// per config version; `None`: the dispatcher's shared client.
     pub client: Option<reqwest::Client>,
+    /// Its failing-since clock: kept across config changes, reset when it is enabled again.
+    pub lifecycle: Arc<Mutex<LifecycleState>>,
 }
 
 impl fmt::Debug for Endpoint {
@@ -85,6 +89,7 @@ impl fmt::Debug for Endpoint {
             .field("limiter", &self.limiter.is_some())
             .field("queue", &self.queue)
             .field("own_client", &self.client.is_some())
+            .field("lifecycle", &self.lifecycle)
             .finish()
     }
 }
@@ -108,6 +113,8 @@ pub struct EndpointTable {
     /// Per partition of the endpoints topic, the offset after the last record applied.
     read_to: Mutex<BTreeMap<i32, i64>>,
     read_more: Notify,
+    /// How many endpoints are disabled.
+    disabled: Gauge,
 }
 
 impl EndpointTable {
@@ -119,7 +126,14 @@ impl EndpointTable {
             subscriptions: RwLock::new(SubscriptionIndex::default()),
             read_to: Mutex::new(BTreeMap::new()),
             read_more: Notify::new(),
+            disabled: Gauge::default(),
         }
+    }
+
+    /// The same table, counting its disabled endpoints in `gauge`.
+    pub fn count_disabled_in(mut self, gauge: Gauge) -> Self {
+        self.disabled = gauge;
+        self
     }
 
     /// The ids of the endpoints of `tenant` subscribed to `event_type` and `channels`, each
@@ -262,6 +276,12 @@ impl EndpointTable {
             (_, Some(rate)) => rate_limiter(rate),
             (_, None) => None,
         };
+        // Enabling an endpoint again starts its clock afresh.
+        let lifecycle = match endpoints.get(id) {
+            Some(old) if old.config.enabled || !config.enabled => Arc::clone(&old.lifecycle),
+            Some(_) | None => Arc::default(),
+        };
+        let was_disabled = endpoints.get(id).map(|old| !old.config.enabled);
         let endpoint = Endpoint {
             id: id.to_owned(),
             config,
@@ -274,7 +294,9 @@ impl EndpointTable {
             limiter,
             queue,
             client,
+            lifecycle,
         };
+        self.count_disabled(was_disabled, Some(!endpoint.config.enabled));
         let subscription = endpoint.config.subscription();
         endpoints.insert(id.to_owned(), Arc::new(endpoint));
         drop(endpoints);
@@ -315,14 +337,35 @@ impl EndpointTable {
             .map_err(|error| format!("its TLS client cannot be built: {error}"))
     }
 
+    /// Keeps the disabled gauge current as one endpoint goes from `was` to `now`
+    /// (`Some(true)`: disabled, `None`: absent).
+    fn count_disabled(&self, was: Option<bool>, now: Option<bool>) {
+        match (was == Some(true), now == Some(true)) {
+            (false, true) => {
+                self.disabled.inc();
+            }
+            (true, false) => {
+                self.disabled.dec();
+            }
+            (true, true) | (false, false) => {}
+        }
+    }
+
+    /// How many endpoints are disabled.
+    #[cfg(test)]
+    pub fn disabled_count(&self) -> i64 {
+        self.disabled.get()
+    }
+
     /// Removes an endpoint (a tombstone in the topic).
     pub fn remove(&self, id: &str) {
         let mut endpoints = self
             .endpoints
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        endpoints.remove(id);
+        let was_disabled = endpoints.remove(id).map(|old| !old.config.enabled);
         drop(endpoints);
+        self.count_disabled(was_disabled, None);
         self.subscriptions
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner())

@@ -9,6 +9,7 @@ mod harness;
 mod isolation;
 mod leaks;
 mod ledger;
+mod lifecycle;
 mod pipeline;
 mod poison;
 mod registry_auth;

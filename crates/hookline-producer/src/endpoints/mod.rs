@@ -6,5 +6,5 @@ mod store;
 mod table;
 
 pub use error::EndpointStoreError;
-pub use store::EndpointStore;
+pub use store::{EndpointStore, PutIf};
 pub use table::EndpointList;

@@ -19,6 +19,15 @@ use super::{EndpointList, EndpointStoreError};
 /// Default time allowed for writing an endpoint or reading the whole table.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// What [`EndpointStore::put_if_current`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PutIf {
+    /// The config was written.
+    Written,
+    /// Nothing was written: the table holds this instead of the expected config.
+    Changed(Option<Box<EndpointConfig>>),
+}
+
 /// Writes and reads the endpoint table (key: endpoint id, value: JSON of
 /// [`EndpointConfig`], tombstone: removed).
 pub struct EndpointStore {
@@ -77,6 +86,26 @@ impl EndpointStore {
                 source,
             })?;
         self.send(id, Some(&config.to_json())).await
+    }
+
+    /// Writes `config` for endpoint `id` only when the table holds `expected` for it,
+    /// re-read from the topic just before the write: a change made since `expected` was
+    /// read (a newer config, a removal, the same change by another replica) is never
+    /// overwritten. Kafka has no compare-and-set, so a write landing between the re-read
+    /// and this write (milliseconds) is not seen.
+    #[tracing::instrument(skip_all, fields(endpoint = %id))]
+    pub async fn put_if_current(
+        &self,
+        id: &str,
+        expected: &EndpointConfig,
+        config: &EndpointConfig,
+    ) -> Result<PutIf, EndpointStoreError> {
+        let current = self.get(id).await?;
+        if current.as_ref() != Some(expected) {
+            return Ok(PutIf::Changed(current.map(Box::new)));
+        }
+        self.put(id, config).await?;
+        Ok(PutIf::Written)
     }
 
     /// Removes endpoint `id` by writing a tombstone; removing an unknown id is not an error.

@@ -5,6 +5,7 @@ mod cli_signing;
 mod dispatch;
 mod dlq_cli;
 mod egress;
+mod endpoints_lifecycle;
 mod fanout;
 mod kafka_properties;
 mod leaks;

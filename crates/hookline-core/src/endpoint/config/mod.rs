@@ -47,6 +47,14 @@ pub struct EndpointConfig {
     /// Whether deliveries are made; deliveries to a disabled endpoint go to the DLQ. Default true.
     #[serde(default = "default_enabled")]
     pub enabled: bool,
+    /// Why the endpoint was disabled (`gone: HTTP 410`, `failing: HTTP 500`, `manual: ...`),
+    /// at most 256 bytes of printable text; set by the dispatcher or `hookline endpoints
+    /// disable`, cleared by `hookline endpoints enable`. Default none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disabled_reason: Option<String>,
+    /// When the endpoint was disabled, in epoch milliseconds (at least 0). Default none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disabled_at_ms: Option<i64>,
     /// Most deliveries in flight at once, at least 1. Default: the dispatcher's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_concurrency: Option<u32>,
@@ -105,6 +113,9 @@ pub struct EndpointConfig {
     pub server_ca: Option<String>,
 }
 
+/// Longest `disabled_reason`, in bytes.
+pub const MAX_DISABLED_REASON_LEN: usize = 256;
+
 /// Longest endpoint `description`, in bytes.
 pub const MAX_DESCRIPTION_LEN: usize = 1024;
 
@@ -127,6 +138,8 @@ impl EndpointConfig {
             secrets,
             signing_keys: Vec::new(),
             enabled: true,
+            disabled_reason: None,
+            disabled_at_ms: None,
             max_concurrency: None,
             rate_limit_per_s: None,
             timeout_ms: None,
@@ -202,6 +215,7 @@ impl EndpointConfig {
             retry.validate("retry").map_err(EndpointError::Retry)?;
         }
         self.check_headers()?;
+        self.check_disabled()?;
         self.check_subscription()?;
         credentials::check(self, target.scheme == crate::url_guard::Scheme::Https)?;
         Ok(Endpoint {
@@ -217,6 +231,23 @@ impl EndpointConfig {
             headers: self.headers.clone(),
             allow_url_override: self.allow_url_override,
         })
+    }
+
+    fn check_disabled(&self) -> Result<(), EndpointError> {
+        if let Some(reason) = &self.disabled_reason
+            && (reason.is_empty()
+                || reason.len() > MAX_DISABLED_REASON_LEN
+                || reason.chars().any(char::is_control))
+        {
+            return Err(invalid(
+                "disabled_reason",
+                format!("must be 1 to {MAX_DISABLED_REASON_LEN} bytes without control characters"),
+            ));
+        }
+        if self.disabled_at_ms.is_some_and(|at| at < 0) {
+            return Err(invalid("disabled_at_ms", "must be at least 0"));
+        }
+        Ok(())
     }
 
     fn check_subscription(&self) -> Result<(), EndpointError> {
@@ -314,6 +345,8 @@ impl fmt::Debug for EndpointConfig {
                 &format_args!("<{} redacted>", self.signing_keys.len()),
             )
             .field("enabled", &self.enabled)
+            .field("disabled_reason", &self.disabled_reason)
+            .field("disabled_at_ms", &self.disabled_at_ms)
             .field("max_concurrency", &self.max_concurrency)
             .field("rate_limit_per_s", &self.rate_limit_per_s)
             .field("timeout_ms", &self.timeout_ms)

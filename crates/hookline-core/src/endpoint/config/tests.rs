@@ -224,3 +224,26 @@ fn url_overrides_are_off_unless_asked_for() {
         c
     );
 }
+
+#[test]
+fn disabled_state_is_stored_and_checked() {
+    let json = br#"{"url":"https://example.com/h","secrets":["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"],"enabled":false,"disabled_reason":"gone: HTTP 410","disabled_at_ms":1796119200000}"#;
+    let config = EndpointConfig::from_json(json).expect("valid");
+    assert!(!config.enabled);
+    assert_eq!(config.disabled_reason.as_deref(), Some("gone: HTTP 410"));
+    assert_eq!(config.disabled_at_ms, Some(1_796_119_200_000));
+    assert_eq!(
+        EndpointConfig::from_json(&config.to_json()).ok(),
+        Some(config)
+    );
+
+    assert_eq!(
+        field_of(|c| c.disabled_reason = Some("a\nb".into())),
+        "disabled_reason"
+    );
+    assert_eq!(
+        field_of(|c| c.disabled_reason = Some("x".repeat(257))),
+        "disabled_reason"
+    );
+    assert_eq!(field_of(|c| c.disabled_at_ms = Some(-1)), "disabled_at_ms");
+}

@@ -93,3 +93,73 @@ fn debug_shows_header_names_but_no_values_secrets_or_query() {
         assert!(!text.contains("MfKQ9r8"), "{text}");
     }
 }
+
+#[test]
+fn the_failing_clock_survives_a_config_change_and_restarts_when_enabled_again() {
+    use hookline_core::classify::{Classification, FailureKind};
+
+    use crate::endpoints::lifecycle::LifecycleSettings;
+
+    let settings = LifecycleSettings {
+        disable_after_failing: Some(Duration::from_secs(60)),
+    };
+    let failed = Classification::Retryable {
+        reason: FailureKind::ServerError { status: 503 },
+        retry_after: None,
+    };
+    let table = table();
+    let plain = EndpointConfig::new("https://example.com/hook", vec![SECRET.into()]);
+    table.upsert("ep", plain.clone()).expect("plain");
+    let first = table.get("ep").expect("taken");
+    first
+        .lifecycle
+        .lock()
+        .expect("state")
+        .observe(&failed, 1_000, &settings);
+
+    // A change that keeps the endpoint keeps its clock (and its limits' state).
+    let changed = EndpointConfig {
+        max_concurrency: Some(2),
+        description: Some("moved".into()),
+        ..plain.clone()
+    };
+    table.upsert("ep", changed.clone()).expect("changed");
+    let since = |table: &EndpointTable| {
+        table
+            .get("ep")
+            .expect("taken")
+            .lifecycle
+            .lock()
+            .expect("state")
+            .failing_since_ms()
+    };
+    assert_eq!(since(&table), Some(1_000));
+    assert_eq!(table.disabled_count(), 0);
+
+    // Disabled, then enabled again: the clock starts afresh.
+    let off = EndpointConfig {
+        enabled: false,
+        ..changed.clone()
+    };
+    table.upsert("ep", off.clone()).expect("disabled");
+    assert_eq!(since(&table), Some(1_000));
+    assert_eq!(table.disabled_count(), 1);
+    table.upsert("ep", off).expect("disabled again");
+    assert_eq!(table.disabled_count(), 1);
+    table.upsert("ep", changed).expect("enabled");
+    assert_eq!(since(&table), None);
+    assert_eq!(table.disabled_count(), 0);
+
+    table
+        .upsert(
+            "ep",
+            EndpointConfig {
+                enabled: false,
+                ..plain
+            },
+        )
+        .expect("disabled");
+    assert_eq!(table.disabled_count(), 1);
+    table.remove("ep");
+    assert_eq!(table.disabled_count(), 0);
+}

@@ -1,0 +1,248 @@
+//! Endpoint lifecycle: the per-endpoint clock of failures since the last success, the
+//! decision to disable an endpoint (`410 Gone` at once, or failing for
+//! `disable_after_failing_ms`), and the write-back of the disabled config to the endpoints
+//! topic, conditional on the config the decision was made on.
+//!
+//! The clock is per replica: each dispatcher sees only its own attempts, and disables an
+//! endpoint when every attempt *it* made failed for that long. The write-back is shared:
+//! every replica's table then reads the disabled config from the topic.
+
+mod config;
+
+pub use config::{LifecycleConfig, LifecycleSettings};
+
+use std::sync::{Arc, Mutex};
+
+use hookline_core::classify::Classification;
+use hookline_core::endpoint::EndpointConfig;
+use hookline_producer::{EndpointStore, PutIf};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use super::Endpoint;
+
+/// Why an endpoint is disabled: a low-cardinality code and what the last attempt got.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DisableReason {
+    /// `gone` or `failing` (the metric label).
+    pub code: &'static str,
+    /// The last status (`HTTP 500`) or error kind (`timeout`, `connect`); never a URL.
+    pub last: String,
+}
+
+impl DisableReason {
+    /// The stored `disabled_reason`: `gone: HTTP 410`, `failing: timeout`.
+    pub fn text(&self) -> String {
+        format!("{}: {}", self.code, self.last)
+    }
+}
+
+/// The lifecycle state of one endpoint, kept across config changes that keep it.
+#[derive(Debug, Default)]
+pub struct LifecycleState {
+    /// When the first attempt failed since the last success (epoch ms); `None`: the last
+    /// attempt succeeded, or none was made.
+    failing_since_ms: Option<i64>,
+    /// A write-back is under way: no second one is started meanwhile.
+    disabling: bool,
+}
+
+impl LifecycleState {
+    /// Since when every attempt failed, if the last one did.
+    #[cfg(test)]
+    pub fn failing_since_ms(&self) -> Option<i64> {
+        self.failing_since_ms
+    }
+
+    /// Records the verdict on one attempt made at `now_ms`; whether the endpoint is to be
+    /// disabled now. Only attempts count: a deferral (open circuit, rate limit, queue) made
+    /// none and is never observed.
+    pub fn observe(
+        &mut self,
+        verdict: &Classification,
+        now_ms: i64,
+        settings: &LifecycleSettings,
+    ) -> Option<DisableReason> {
+        let reason = match verdict {
+            Classification::Success => {
+                self.failing_since_ms = None;
+                return None;
+            }
+            Classification::Retryable { reason, .. } | Classification::NonRetryable { reason } => {
+                reason
+            }
+        };
+        let since = *self.failing_since_ms.get_or_insert(now_ms);
+        let last = match reason.status() {
+            Some(status) => format!("HTTP {status}"),
+            None => reason.code().to_owned(),
+        };
+        if reason.status() == Some(410) {
+            return Some(DisableReason { code: "gone", last });
+        }
+        let after = settings.disable_after_failing?;
+        let failing_ms = u128::try_from(now_ms.saturating_sub(since)).unwrap_or(0);
+        (failing_ms >= after.as_millis()).then_some(DisableReason {
+            code: "failing",
+            last,
+        })
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: String,
+}
+
+/// The lifecycle's metrics.
+#[derive(Clone, Debug)]
+pub struct LifecycleMetrics {
+    disabled_total: Family<ReasonLabel, Counter>,
+    disabled: Gauge,
+}
+
+impl LifecycleMetrics {
+    /// Creates and registers them.
+    pub fn register(registry: &mut Registry) -> Self {
+        let disabled_total = Family::<ReasonLabel, Counter>::default();
+        let disabled = Gauge::default();
+        registry.register(
+            "webhook_endpoint_disabled",
+            "Endpoints this dispatcher disabled, by reason (gone, failing)",
+            disabled_total.clone(),
+        );
+        registry.register(
+            "webhook_endpoints_disabled",
+            "Endpoints of the endpoint table that are disabled now",
+            disabled.clone(),
+        );
+        LifecycleMetrics {
+            disabled_total,
+            disabled,
+        }
+    }
+
+    /// The gauge the endpoint table keeps at its number of disabled endpoints.
+    pub fn disabled_gauge(&self) -> Gauge {
+        self.disabled.clone()
+    }
+
+    fn disabled(&self, reason: &str) {
+        self.disabled_total
+            .get_or_create(&ReasonLabel {
+                reason: reason.to_owned(),
+            })
+            .inc();
+    }
+}
+
+/// Disables endpoints: observes each attempt and writes a disabled config back.
+#[derive(Clone)]
+pub(crate) struct EndpointLifecycle {
+    settings: LifecycleSettings,
+    /// The endpoints topic; `None` (a file only): nothing can be written back.
+    store: Option<Arc<EndpointStore>>,
+    metrics: LifecycleMetrics,
+}
+
+impl EndpointLifecycle {
+    pub fn new(
+        settings: LifecycleSettings,
+        store: Option<EndpointStore>,
+        metrics: LifecycleMetrics,
+    ) -> Self {
+        EndpointLifecycle {
+            settings,
+            store: store.map(Arc::new),
+            metrics,
+        }
+    }
+
+    /// Records one attempt to `endpoint`'s own URL; when it is to be disabled, starts the
+    /// write-back (once at a time per endpoint) without holding up the delivery.
+    pub fn observe(&self, endpoint: &Arc<Endpoint>, verdict: &Classification, now_ms: i64) {
+        let mut state = lock(&endpoint.lifecycle);
+        let Some(reason) = state.observe(verdict, now_ms, &self.settings) else {
+            return;
+        };
+        let Some(store) = &self.store else {
+            tracing::warn!(
+                endpoint = endpoint.id,
+                reason = reason.text(),
+                "endpoint should be disabled, but there is no endpoints topic to write to"
+            );
+            return;
+        };
+        if state.disabling || !endpoint.config.enabled {
+            return;
+        }
+        state.disabling = true;
+        drop(state);
+        let (store, metrics, endpoint) = (
+            Arc::clone(store),
+            self.metrics.clone(),
+            Arc::clone(endpoint),
+        );
+        tokio::spawn(async move {
+            write_back(&store, &endpoint, &reason, now_ms, &metrics).await;
+            lock(&endpoint.lifecycle).disabling = false;
+        });
+    }
+}
+
+/// The config `seen` disabled for `reason` at `at_ms`.
+pub fn disabled(seen: &EndpointConfig, reason: String, at_ms: i64) -> EndpointConfig {
+    EndpointConfig {
+        enabled: false,
+        disabled_reason: Some(reason),
+        disabled_at_ms: Some(at_ms.max(0)),
+        ..seen.clone()
+    }
+}
+
+/// Writes `endpoint` disabled, only if the topic still holds the config the decision was
+/// made on: a newer config, or the same disable by another replica, is left as it is.
+async fn write_back(
+    store: &EndpointStore,
+    endpoint: &Endpoint,
+    reason: &DisableReason,
+    at_ms: i64,
+    metrics: &LifecycleMetrics,
+) {
+    let config = disabled(&endpoint.config, reason.text(), at_ms);
+    match store
+        .put_if_current(&endpoint.id, &endpoint.config, &config)
+        .await
+    {
+        Ok(PutIf::Written) => {
+            metrics.disabled(reason.code);
+            tracing::warn!(
+                endpoint = endpoint.id,
+                reason = reason.text(),
+                "endpoint disabled"
+            );
+        }
+        Ok(PutIf::Changed(_)) => tracing::info!(
+            endpoint = endpoint.id,
+            reason = reason.text(),
+            "endpoint changed since the decision to disable it; left as it is"
+        ),
+        Err(error) => tracing::warn!(
+            endpoint = endpoint.id,
+            error = %error,
+            "disabling the endpoint failed; the next failed attempt tries again"
+        ),
+    }
+}
+
+fn lock(state: &Mutex<LifecycleState>) -> std::sync::MutexGuard<'_, LifecycleState> {
+    state
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests;
