@@ -1,7 +1,7 @@
 //! A run of hookline with secrets, credentials and query tokens configured wherever they can
 //! be, then a search of everything the run produced for them: the dispatcher's log (at debug
 //! level for hookline's crates), its metrics, every record it wrote (retry copies with their
-//! headers, DLQ envelopes), the output of the CLI commands an operator runs
+//! headers, DLQ envelopes, the attempt log), the output of the CLI commands an operator runs
 //! (`endpoints put/list`, `dlq inspect`) and their command lines. None of them may contain a
 //! secret.
 //!
@@ -436,6 +436,9 @@ async fn no_secret_reaches_a_log_a_metric_a_record_or_the_cli() {
 
     for (i, record) in records(&topics.dlq, 3).await.into_iter().enumerate() {
         produced.add(format!("DLQ record {i}"), record);
+    }
+    for (i, record) in records(&topics.attempts, 1).await.into_iter().enumerate() {
+        produced.add(format!("attempt log record {i}"), record);
     }
     for tier in &topics.tiers {
         let topic = topics.tier_topic(tier);
