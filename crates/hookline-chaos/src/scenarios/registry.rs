@@ -4,7 +4,8 @@
 //! healthy endpoint's events are written with a schema new in each phase, whose id no
 //! dispatcher knows yet (they must wait the outage out, not be taken for malformed), the
 //! others with the schema every dispatcher has cached; a tenth go to an endpoint that
-//! answers 410, so that DLQ envelopes are written during the outage.
+//! answers 400, so that DLQ envelopes are written during the outage (not 410, which would
+//! disable the endpoint after its first answer: issue 11's endpoint lifecycle).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -35,10 +36,10 @@ pub async fn run(env: &Env) -> anyhow::Result<ScenarioReport> {
     s.settings = json!({
         "events": events, "rate_per_s": rate, "replicas": 2, "refused_s": phase_s,
         "unavailable_s": phase_s, "encoding": "avro",
-        "endpoints": "ok 90% (204; half of it with a schema new in each phase), gone 10% (410)",
+        "endpoints": "ok 90% (204; half of it with a schema new in each phase), gone 10% (400)",
     });
     s.endpoint("ok", always(204), true).await?;
-    s.endpoint("gone", always(410), false).await?;
+    s.endpoint("gone", always(400), false).await?;
     s.start_replicas(2).await?;
 
     let mut schemas = vec![AvroSchema {
