@@ -58,7 +58,7 @@ pub struct BenchArgs {
     /// Events in the backlog each contestant delivers.
     #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub events: u64,
-    /// Runs of each contestant, alternating (baseline, hookline, fanout, baseline, ...).
+    /// Runs of each contestant, alternating (baseline, hookline, no-log, fanout, baseline, ...).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=20))]
     pub rounds: u32,
     /// Deliveries in flight at once: hookline's per-endpoint concurrency and the
@@ -72,6 +72,10 @@ pub struct BenchArgs {
     /// Endpoints of the fan-out's tenant, each subscribed to every event type.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub fanout_endpoints: u64,
+    /// Leave out the run of hookline with its attempt log off (`[attempts] enabled =
+    /// false`), which measures what the attempt log costs.
+    #[arg(long)]
+    pub skip_attempt_log_cost: bool,
     /// Size of each event's JSON payload, in bytes (about).
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(16..=65_536))]
     pub payload_bytes: u64,

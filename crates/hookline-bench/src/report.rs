@@ -15,6 +15,10 @@ pub enum Kind {
     Baseline,
     /// `hookline dispatch` on the direct backlog.
     Hookline,
+    /// `hookline dispatch` on the direct backlog with its attempt log off
+    /// (`[attempts] enabled = false`): what the attempt log costs.
+    #[serde(rename = "hookline_no_attempt_log")]
+    NoAttemptLog,
     /// `hookline dispatch` on the fan-out backlog (tenant events to many endpoints).
     Fanout,
 }
@@ -25,6 +29,7 @@ impl Kind {
         match self {
             Kind::Baseline => "baseline",
             Kind::Hookline => "hookline",
+            Kind::NoAttemptLog => "no-log",
             Kind::Fanout => "fanout",
         }
     }
@@ -178,6 +183,18 @@ pub struct FanoutRatios {
     pub peak_rss: f64,
 }
 
+/// Direct hookline's medians over the same dispatcher's with the attempt log off: above 1
+/// means the attempt log makes it faster (throughput) or costs more (RSS, CPU).
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct AttemptLogRatios {
+    /// Events per second.
+    pub throughput: f64,
+    /// CPU time per event.
+    pub cpu_per_event: f64,
+    /// Peak RSS.
+    pub peak_rss: f64,
+}
+
 /// What each contestant was given.
 #[derive(Clone, Debug, Serialize)]
 pub struct Workload {
@@ -222,6 +239,10 @@ pub struct Report {
     pub fanout: Option<Summary>,
     /// fanout / direct hookline, of the medians, when there were fan-out runs.
     pub fanout_ratios: Option<FanoutRatios>,
+    /// hookline with its attempt log off, over its rounds, when it ran.
+    pub no_attempt_log: Option<Summary>,
+    /// hookline / hookline without the attempt log, of the medians: the log's cost.
+    pub attempt_log_ratios: Option<AttemptLogRatios>,
 }
 
 impl Report {
@@ -252,6 +273,15 @@ impl Report {
                 / hookline.cpu_ms_per_1k_deliveries.median,
             peak_rss: fanout.peak_rss_mib.median / hookline.peak_rss_mib.median,
         });
+        let no_attempt_log = runs
+            .iter()
+            .any(|run| run.contestant == Kind::NoAttemptLog)
+            .then(|| Summary::of(&runs, Kind::NoAttemptLog));
+        let attempt_log_ratios = no_attempt_log.as_ref().map(|off| AttemptLogRatios {
+            throughput: hookline.events_per_s.median / off.events_per_s.median,
+            cpu_per_event: hookline.cpu_ms_per_1k_events.median / off.cpu_ms_per_1k_events.median,
+            peak_rss: hookline.peak_rss_mib.median / off.peak_rss_mib.median,
+        });
         Report {
             date: jiff::Timestamp::now()
                 .round(jiff::Unit::Second)
@@ -268,6 +298,8 @@ impl Report {
             ratios,
             fanout,
             fanout_ratios,
+            no_attempt_log,
+            attempt_log_ratios,
         }
     }
 
@@ -333,7 +365,14 @@ impl Report {
             "CPU ms / 1000 events",
             "1st delivery (s)"
         );
-        for (name, s) in [("baseline", &self.baseline), ("hookline", &self.hookline)] {
+        let rows = [
+            ("baseline", Some(&self.baseline)),
+            ("hookline", Some(&self.hookline)),
+        ]
+        .into_iter()
+        .chain([("no-log", self.no_attempt_log.as_ref())])
+        .filter_map(|(name, summary)| summary.map(|summary| (name, summary)));
+        for (name, s) in rows {
             let _ = writeln!(
                 out,
                 "{:<10} {:>26} {:>24} {:>24} {:>18}",
@@ -353,6 +392,14 @@ impl Report {
              (throughput after the 1st delivery {:.2}x)",
             r.throughput, r.peak_rss, r.cpu_per_event, r.throughput_after_first
         );
+        if let Some(r) = &self.attempt_log_ratios {
+            let _ = writeln!(
+                out,
+                "attempt log on / off: throughput {:.2}x   peak RSS {:.2}x   CPU per event {:.2}x   \
+                 (no-log = hookline with [attempts] enabled = false)",
+                r.throughput, r.peak_rss, r.cpu_per_event
+            );
+        }
         let _ = writeln!(out);
         if let (Some(fanout), Some(r)) = (&self.fanout, &self.fanout_ratios) {
             self.fanout_table(&mut out, fanout, r);
@@ -360,7 +407,7 @@ impl Report {
         let _ = writeln!(out, "runs:");
         for run in &self.runs {
             let (rate, unit) = match run.contestant {
-                Kind::Baseline | Kind::Hookline => (run.events_per_s, "ev/s"),
+                Kind::Baseline | Kind::Hookline | Kind::NoAttemptLog => (run.events_per_s, "ev/s"),
                 Kind::Fanout => (run.deliveries_per_s, "deliveries/s"),
             };
             let _ = writeln!(
@@ -456,7 +503,7 @@ mod tests {
     ) -> RunResult {
         let events = match kind {
             Kind::Fanout => deliveries / 100,
-            Kind::Baseline | Kind::Hookline => deliveries,
+            Kind::Baseline | Kind::Hookline | Kind::NoAttemptLog => deliveries,
         };
         RunResult {
             contestant: kind,
@@ -534,5 +581,29 @@ mod tests {
         ]);
         assert!(report.fanout.is_none() && report.fanout_ratios.is_none());
         assert!(!report.table().contains("fanout / direct"));
+        assert!(report.attempt_log_ratios.is_none());
+        assert!(!report.table().contains("attempt log on / off"));
+    }
+
+    #[test]
+    fn attempt_log_ratios_are_hookline_over_hookline_without_it() {
+        let report = report(vec![
+            run(Kind::Baseline, 1, 20_000, 1.0, 0.8, 30.0),
+            run(Kind::Hookline, 1, 20_000, 2.0, 1.6, 50.0),
+            run(Kind::NoAttemptLog, 1, 20_000, 1.6, 1.2, 40.0),
+        ]);
+        let r = report.attempt_log_ratios.expect("attempt log ratios");
+        // 10,000 events/s against 12,500; 80 µs of CPU per event against 60.
+        assert!((r.throughput - 0.8).abs() < 1e-9);
+        assert!((r.cpu_per_event - 4.0 / 3.0).abs() < 1e-9);
+        assert!((r.peak_rss - 1.25).abs() < 1e-9);
+        let table = report.table();
+        assert!(
+            table.contains("attempt log on / off: throughput 0.80x"),
+            "{table}"
+        );
+        assert!(table.lines().any(|line| line.starts_with("no-log ")));
+        let json = serde_json::to_value(&report).expect("json");
+        assert_eq!(json["runs"][2]["contestant"], "hookline_no_attempt_log");
     }
 }

@@ -166,10 +166,13 @@ async fn rounds(
     let mut runs = Vec::new();
     for round in 1..=args.rounds {
         let mut kinds = vec![Kind::Baseline, Kind::Hookline];
+        if !args.skip_attempt_log_cost {
+            kinds.push(Kind::NoAttemptLog);
+        }
         kinds.extend(fanout.map(|_| Kind::Fanout));
         for kind in kinds {
             let backlog = match kind {
-                Kind::Baseline | Kind::Hookline => Backlog {
+                Kind::Baseline | Kind::Hookline | Kind::NoAttemptLog => Backlog {
                     topics: fixture.topics.clone(),
                     fanout_topic: None,
                     events: fixture.events,
@@ -203,7 +206,9 @@ async fn rounds(
             };
             let command = match kind {
                 Kind::Baseline => run.baseline_command()?,
-                Kind::Hookline | Kind::Fanout => run.hookline_command(hookline)?,
+                Kind::Hookline | Kind::NoAttemptLog | Kind::Fanout => {
+                    run.hookline_command(hookline)?
+                }
             };
             let result = run
                 .measure(command)
@@ -284,7 +289,8 @@ impl Run<'_> {
     /// The dispatcher's config: the fixture's topics, the same concurrency as the
     /// baseline, loopback allowed, an admin port to read its metrics from; everything else
     /// at its default, the fan-out stage included (a fan-out run names the fan-out topic,
-    /// as its events topic is the round's own). `HOOKLINE_<SECTION>__<KEY>` variables still
+    /// as its events topic is the round's own) and, but in a no-log run, the attempt log.
+    /// `HOOKLINE_<SECTION>__<KEY>` variables still
     /// override this file (and are listed in the report).
     fn hookline_config(&self) -> String {
         let topics = &self.backlog.topics;
@@ -293,6 +299,11 @@ impl Run<'_> {
             .fanout_topic
             .map(|topic| format!("\n[fanout]\ntopic = \"{topic}\"\n"))
             .unwrap_or_default();
+        let attempts = if self.kind == Kind::NoAttemptLog {
+            "\n[attempts]\nenabled = false\n"
+        } else {
+            ""
+        };
         format!(
             r#"group_id = "{group}"
 shutdown_grace_ms = 10000
@@ -320,7 +331,7 @@ allow_loopback = true
 
 [admin]
 listen = "127.0.0.1:{admin}"
-{fanout}"#,
+{fanout}{attempts}"#,
             admin = self.admin_port,
             group = self.group,
             bootstrap = self.args.bootstrap_servers,
@@ -361,7 +372,7 @@ listen = "127.0.0.1:{admin}"
         let sample = contestant.sample()?;
         let hookline_deliveries = match self.kind {
             Kind::Baseline => None,
-            Kind::Hookline | Kind::Fanout => self.deliveries().await,
+            Kind::Hookline | Kind::NoAttemptLog | Kind::Fanout => self.deliveries().await,
         };
         let status = contestant.terminate(STOP_GRACE).await?;
         if !status.success() {
