@@ -416,4 +416,25 @@ mod tests {
         metrics.breaker_changed("ep-a", BreakerState::Closed);
         assert_eq!(open_now(&metrics).as_deref(), Some("1"));
     }
+
+    #[test]
+    fn labelled_families_are_exported_once_used() {
+        let metrics = Metrics::new();
+        metrics.breaker_changed("ep-a", BreakerState::Open);
+        metrics.consumer_error("BrokerTransportFailure".to_owned());
+        metrics.deferred("5s", "rate_limited");
+        metrics.set_paused("not_due", 1);
+        let exposition = metrics.encode();
+        for family in [
+            "webhook_circuit_transitions counter",
+            "webhook_consumer_errors counter",
+            "webhook_deferrals counter",
+            "webhook_paused_partitions gauge",
+        ] {
+            assert!(
+                exposition.contains(&format!("# TYPE {family}\n")),
+                "{family}: {exposition}"
+            );
+        }
+    }
 }
