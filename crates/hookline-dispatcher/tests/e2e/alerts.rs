@@ -108,6 +108,9 @@ impl Prometheus {
             .stdout(Stdio::null())
             .stderr(log)
             .spawn();
+        if spawned.is_err() {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
         let child = match spawned {
             Ok(child) => child,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => panic!(
