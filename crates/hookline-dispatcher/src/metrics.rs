@@ -1,7 +1,7 @@
 //! Delivery telemetry as named events: each one emits its log line and its metric together,
 //! with low-cardinality labels (reason codes, tier names; never URLs or messages).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -71,6 +71,10 @@ pub struct Metrics {
     deferrals: Family<DeferLabel, Counter>,
     hops: Family<TierLabel, Counter>,
     circuits: Family<StateLabel, Counter>,
+    /// The endpoints whose breaker last changed to open or half-open; its size is
+    /// `circuits_open`.
+    open_circuits: Arc<Mutex<BTreeSet<String>>>,
+    circuits_open: Gauge,
     consumer_errors: Family<CodeLabel, Counter>,
     registry_waits: Counter,
     dlq_refused: Counter,
@@ -118,6 +122,7 @@ impl Metrics {
         let deferrals = Family::<DeferLabel, Counter>::default();
         let hops = Family::<TierLabel, Counter>::default();
         let circuits = Family::<StateLabel, Counter>::default();
+        let circuits_open = Gauge::default();
         let consumer_errors = Family::<CodeLabel, Counter>::default();
         let registry_waits = Counter::default();
         let dlq_refused = Counter::default();
@@ -171,6 +176,11 @@ impl Metrics {
             circuits.clone(),
         );
         registry.register(
+            "webhook_circuits_open",
+            "Endpoints whose circuit breaker is open or half-open now",
+            circuits_open.clone(),
+        );
+        registry.register(
             "webhook_consumer_errors",
             "Errors the consumer reported while fetching, by error code",
             consumer_errors.clone(),
@@ -222,6 +232,8 @@ impl Metrics {
             deferrals,
             hops,
             circuits,
+            open_circuits: Arc::default(),
+            circuits_open,
             consumer_errors,
             registry_waits,
             dlq_refused,
@@ -327,6 +339,23 @@ impl Metrics {
     }
 
     pub(crate) fn breaker_changed(&self, endpoint: &str, state: BreakerState) {
+        let open = {
+            let mut open = self
+                .open_circuits
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            match state {
+                BreakerState::Open | BreakerState::HalfOpen => {
+                    open.insert(endpoint.to_owned());
+                }
+                BreakerState::Closed => {
+                    open.remove(endpoint);
+                }
+            }
+            open.len()
+        };
+        self.circuits_open
+            .set(i64::try_from(open).unwrap_or(i64::MAX));
         let state = state.as_str();
         self.circuits.get_or_create(&StateLabel { state }).inc();
         tracing::warn!(endpoint, state, "endpoint circuit breaker changed");
@@ -357,5 +386,55 @@ impl Metrics {
 
     pub(crate) fn set_lag(&self, value: i64) {
         self.lag.set(value);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open_now(metrics: &Metrics) -> Option<String> {
+        metrics
+            .encode()
+            .lines()
+            .find_map(|line| line.strip_prefix("webhook_circuits_open "))
+            .map(str::to_owned)
+    }
+
+    #[test]
+    fn circuits_open_counts_endpoints_whose_breaker_is_not_closed() {
+        let metrics = Metrics::new();
+        assert_eq!(open_now(&metrics).as_deref(), Some("0"));
+        metrics.breaker_changed("ep-a", BreakerState::Open);
+        metrics.breaker_changed("ep-b", BreakerState::Open);
+        assert_eq!(open_now(&metrics).as_deref(), Some("2"));
+        // Probing is not closed yet; a probe that fails opens it again: still one each.
+        metrics.breaker_changed("ep-a", BreakerState::HalfOpen);
+        metrics.breaker_changed("ep-a", BreakerState::Open);
+        assert_eq!(open_now(&metrics).as_deref(), Some("2"));
+        metrics.breaker_changed("ep-a", BreakerState::HalfOpen);
+        metrics.breaker_changed("ep-a", BreakerState::Closed);
+        assert_eq!(open_now(&metrics).as_deref(), Some("1"));
+    }
+
+    #[test]
+    fn labelled_families_are_exported_once_used() {
+        let metrics = Metrics::new();
+        metrics.breaker_changed("ep-a", BreakerState::Open);
+        metrics.consumer_error("BrokerTransportFailure".to_owned());
+        metrics.deferred("5s", "rate_limited");
+        metrics.set_paused("not_due", 1);
+        let exposition = metrics.encode();
+        for family in [
+            "webhook_circuit_transitions counter",
+            "webhook_consumer_errors counter",
+            "webhook_deferrals counter",
+            "webhook_paused_partitions gauge",
+        ] {
+            assert!(
+                exposition.contains(&format!("# TYPE {family}\n")),
+                "{family}: {exposition}"
+            );
+        }
     }
 }

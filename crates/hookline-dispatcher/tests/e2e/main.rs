@@ -1,6 +1,7 @@
 //! The dispatcher's end-to-end tests, one binary, against the real local stack (broker and
 //! registry from `deploy/local/stack up`; a redis-server for the ledger).
 
+mod alerts;
 mod attempts;
 mod egress;
 mod fanout;
