@@ -306,6 +306,7 @@ async fn a_dispatcher_upgrades_a_v1_dlq_subject_and_parks_current_envelopes() {
         content_type: "application/json".to_owned(),
         headers: BTreeMap::new(),
         created_at_ms: 1_700_000_000_000,
+        expires_at_ms: None,
     };
     let producer: FutureProducer = kafka.producer_config().create().expect("producer");
     producer
