@@ -2,6 +2,7 @@
 //! registry from `deploy/local/stack up`; a redis-server for the ledger).
 
 mod attempts;
+mod deadlines;
 mod egress;
 mod fanout;
 mod faults;
