@@ -8,9 +8,12 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use hookline_core::WebhookEvent;
+use hookline_core::attempt_log::{AttemptKind, AttemptRecord};
 use hookline_core::cancellation::Cancellation;
 use hookline_core::envelope::ErrorReason;
-use hookline_testkit::{Reply, unique_name, wait_until};
+use hookline_core::schema::webhook_attempt_schema;
+use hookline_testkit::{Reply, read_all, unique_name, wait_until};
+use rdkafka::message::Message;
 use rdkafka::producer::FutureRecord;
 
 use crate::harness::{DEADLINE, Harness, event};
@@ -169,6 +172,19 @@ async fn a_cancellation_parks_the_record_waiting_in_a_tier() {
             .all(|r| r.at < cancelled_at)
     );
     assert_eq!(h.metric("webhook_dlq_total{reason=\"cancelled\"}"), 1);
+    // The attempt log has the park, with its reason: attempt, retry, park.
+    let logged = read_all(&h.kafka, &h.topics.attempts, 3, DEADLINE).await;
+    let parks: Vec<AttemptRecord> = logged
+        .iter()
+        .filter_map(|m| {
+            let (_, datum) = AttemptRecord::split_framed(m.payload()?).ok()?;
+            AttemptRecord::from_avro_datum(datum, webhook_attempt_schema()).ok()
+        })
+        .filter(|r| r.kind == AttemptKind::Parked)
+        .collect();
+    assert_eq!(parks.len(), 1);
+    assert_eq!(parks[0].reason.as_deref(), Some("cancelled"));
+    assert_eq!(parks[0].event_id, e.event_id);
     h.stop().await;
     assert_eq!(
         h.receiver.count("refunded"),
