@@ -1,5 +1,5 @@
 //! The Avro encoding of [`DlqEnvelope`]: written with the current schema
-//! (`schemas/dlq_envelope.v4.avsc`), bare or Confluent-framed with a known schema id, and
+//! (`schemas/dlq_envelope.v5.avsc`), bare or Confluent-framed with a known schema id, and
 //! read from values of version 1, 2, 3 or 4.
 
 use apache_avro::Schema;

@@ -148,4 +148,28 @@ async fn cancel_refuses_a_missing_topic_and_a_bad_event_id_naming_the_field() {
         "{}",
         stderr(&dotted)
     );
+    // A deadline already past is refused by the publisher, before anything is sent.
+    let late = hookline(
+        &events,
+        &[
+            "publish",
+            "--endpoint",
+            "ep",
+            "--type",
+            "order.paid",
+            "--data",
+            "{}",
+            "--encoding",
+            "json",
+            "--expires-at",
+            "2020-01-01T00:00:00Z",
+        ],
+    )
+    .await;
+    assert!(!late.status.success());
+    assert!(
+        stderr(&late).contains("expires_at") && stderr(&late).contains("nothing was sent"),
+        "{}",
+        stderr(&late)
+    );
 }
