@@ -251,11 +251,12 @@ def test_confluent_kafka_reads_the_dlq_through_the_registry(tmp_path, receiver):
         assert frames == {latest.schema_id}, "framed with the id hookline registered"
         assert '"trace_id"' in latest.schema.schema_str, "the v2 field"
         assert '"original_payload_truncated"' in latest.schema.schema_str, "the v3 field"
-        assert '"tenant_id"' in latest.schema.schema_str, "the v4 envelope"
+        assert '"tenant_id"' in latest.schema.schema_str, "the v4 field"
+        assert '"CANCELLED"' in latest.schema.schema_str, "the v5 reasons"
 
         for event_id, envelope in envelopes.items():
             partition, offset = published[event_id]
-            assert envelope["envelope_version"] == 4
+            assert envelope["envelope_version"] == 5
             assert envelope["original_topic"] == h.events
             assert type(envelope["original_partition"]) is int
             assert type(envelope["original_offset"]) is int

@@ -333,6 +333,7 @@ fn event(run: &str, n: u64, payload: Vec<u8>) -> WebhookEvent {
         content_type: "application/json".to_owned(),
         headers: BTreeMap::new(),
         created_at_ms: 0,
+        expires_at_ms: None,
     }
 }
 

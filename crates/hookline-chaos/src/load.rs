@@ -270,6 +270,7 @@ pub fn event(run: &str, endpoint: &str, n: u64) -> WebhookEvent {
         content_type: "application/json".to_owned(),
         headers: BTreeMap::new(),
         created_at_ms: crate::clock::epoch_ms(),
+        expires_at_ms: None,
     }
 }
 

@@ -9,6 +9,7 @@ mod http_field;
 
 pub mod attempt_log;
 pub mod breaker;
+pub mod cancellation;
 pub mod classify;
 pub mod decision;
 pub mod endpoint;

@@ -10,11 +10,16 @@ pub const WEBHOOK_EVENT_V1: &str = include_str!("../../../schemas/webhook_event.
 
 /// Avro schema of a webhook event, version 2: version 1 with `endpoint_id` optional (a
 /// tenant event has none) and `tenant_id` and `channels` added, all with defaults, so it
-/// reads version 1 records (BACKWARD).
+/// reads version 1 records (BACKWARD). Kept to read and test records written before
+/// version 3.
 pub const WEBHOOK_EVENT_V2: &str = include_str!("../../../schemas/webhook_event.v2.avsc");
 
+/// Avro schema of a webhook event, version 3: version 2 plus `expires_at` (optional,
+/// default null), so it reads version 1 and 2 records, and they read its (FULL).
+pub const WEBHOOK_EVENT_V3: &str = include_str!("../../../schemas/webhook_event.v3.avsc");
+
 /// The event schema hookline writes and registers.
-pub const WEBHOOK_EVENT_CURRENT: &str = WEBHOOK_EVENT_V2;
+pub const WEBHOOK_EVENT_CURRENT: &str = WEBHOOK_EVENT_V3;
 
 /// Avro schema of a dead-letter envelope (the value of a record in `webhook-events.dlq`),
 /// version 1. Kept to read and test records written before version 2.
@@ -32,12 +37,18 @@ pub const DLQ_ENVELOPE_V2: &str = include_str!("../../../schemas/dlq_envelope.v2
 pub const DLQ_ENVELOPE_V3: &str = include_str!("../../../schemas/dlq_envelope.v3.avsc");
 
 /// Avro schema of a dead-letter envelope, version 4: version 3 plus `tenant_id` (optional,
-/// default null), so it reads version 1, 2 and 3 records.
+/// default null), so it reads version 1, 2 and 3 records. Kept to read and test records
+/// written before version 5.
 pub const DLQ_ENVELOPE_V4: &str = include_str!("../../../schemas/dlq_envelope.v4.avsc");
+
+/// Avro schema of a dead-letter envelope, version 5: version 4 with the reasons `EXPIRED`
+/// and `CANCELLED` added at the end of the `ErrorReason` enum, so it reads version 1 to 4
+/// records (BACKWARD); a version 4 reader cannot read a record parked with a new reason.
+pub const DLQ_ENVELOPE_V5: &str = include_str!("../../../schemas/dlq_envelope.v5.avsc");
 
 /// The dead-letter envelope schema hookline writes and registers; its version is
 /// [`ENVELOPE_VERSION`](crate::envelope::ENVELOPE_VERSION).
-pub const DLQ_ENVELOPE_CURRENT: &str = DLQ_ENVELOPE_V4;
+pub const DLQ_ENVELOPE_CURRENT: &str = DLQ_ENVELOPE_V5;
 
 /// Avro schema of an attempt-log record (the value of a record in `<events>.attempts`),
 /// version 1.
@@ -129,6 +140,7 @@ mod tests {
             DLQ_ENVELOPE_V2,
             DLQ_ENVELOPE_V3,
             DLQ_ENVELOPE_V4,
+            DLQ_ENVELOPE_V5,
         ] {
             for field in &record(&parse(text)).fields {
                 assert!(field.doc.is_some(), "field {} has no doc", field.name);
@@ -137,9 +149,50 @@ mod tests {
     }
 
     #[test]
-    fn the_current_dlq_schema_is_version_4() {
-        assert_eq!(DLQ_ENVELOPE_CURRENT, DLQ_ENVELOPE_V4);
-        assert_eq!(ENVELOPE_VERSION, 4);
+    fn the_current_dlq_schema_is_version_5() {
+        assert_eq!(DLQ_ENVELOPE_CURRENT, DLQ_ENVELOPE_V5);
+        assert_eq!(ENVELOPE_VERSION, 5);
+    }
+
+    /// v5 is v4 field for field but for the reason enum, which gains two symbols at its
+    /// end: v5 reads v4 records (BACKWARD, what the registry checks), v4 cannot read v5's.
+    #[test]
+    fn dlq_v5_reads_v4_and_earlier() {
+        let (v4, v5) = (parse(DLQ_ENVELOPE_V4), parse(DLQ_ENVELOPE_V5));
+        let names = |s: &Schema| -> Vec<String> {
+            record(s).fields.iter().map(|f| f.name.clone()).collect()
+        };
+        assert_eq!(names(&v4), names(&v5));
+        for older in [
+            DLQ_ENVELOPE_V1,
+            DLQ_ENVELOPE_V2,
+            DLQ_ENVELOPE_V3,
+            DLQ_ENVELOPE_V4,
+        ] {
+            SchemaCompatibility::can_read(&parse(older), &v5).expect("v5 reads older records");
+        }
+        // A v4 reader cannot resolve a record parked with a new reason (apache-avro's
+        // compatibility check does not compare enum symbols; resolution does).
+        let expired = crate::envelope::DlqEnvelope {
+            error_reason: crate::envelope::ErrorReason::Expired,
+            ..crate::envelope::fixtures::minimal()
+        };
+        let datum = expired.to_avro_datum().expect("encode");
+        assert!(crate::avro_util::decode(&datum, &v5, &v4).is_err());
+        assert!(crate::avro_util::decode(&datum, &v5, &v5).is_ok());
+    }
+
+    /// v3 adds `expires_at`, nullable with a null default: each of v1, v2 and v3 reads the
+    /// others' deliveries.
+    #[test]
+    fn event_v3_extends_v2_with_expires_at() {
+        assert_extends_with_defaulted_fields(WEBHOOK_EVENT_V2, WEBHOOK_EVENT_V3, &["expires_at"]);
+        let (v1, v3) = (parse(WEBHOOK_EVENT_V1), parse(WEBHOOK_EVENT_V3));
+        SchemaCompatibility::can_read(&v1, &v3).expect("v3 reads v1 records");
+        let expires = record(&v3).fields.last().expect("a field");
+        assert_eq!(expires.default, Some(serde_json::Value::Null));
+        assert!(expires.doc.is_some());
+        assert_eq!(webhook_event_schema(), &v3);
     }
 
     /// `new` is `old` plus the fields `added`, each with a default: each reads the other's

@@ -12,6 +12,7 @@ use hookline_kafka::{Compatibility, KafkaSettings, RegistrySettings};
 use serde::{Deserialize, Serialize};
 
 pub use crate::attempts::AttemptsConfig;
+pub use crate::cancellations::CancellationsConfig;
 pub use crate::endpoints::LifecycleConfig;
 pub use crate::fanout::FanoutConfig;
 pub use outbound::OutboundConfig;
@@ -83,6 +84,8 @@ pub struct DispatcherConfig {
     pub attempts: AttemptsConfig,
     /// When an endpoint is disabled by the dispatcher itself.
     pub lifecycle: LifecycleConfig,
+    /// Cancellations (`hookline events cancel`, `<events>.cancellations`).
+    pub cancellations: CancellationsConfig,
 }
 
 /// A consumer group protocol.
@@ -237,6 +240,7 @@ impl Default for DispatcherConfig {
             telemetry: TelemetryConfig::default(),
             attempts: AttemptsConfig::default(),
             lifecycle: LifecycleConfig::default(),
+            cancellations: CancellationsConfig::default(),
         }
     }
 }
@@ -312,7 +316,7 @@ impl Default for AdminConfig {
 /// The top-level keys: only `HOOKLINE_*` variables under one of them are config (others,
 /// such as `HOOKLINE_BOOTSTRAP_SERVERS` of the command line or `HOOKLINE_HOME` of the local
 /// stack, belong to other tools). Below a key, unknown names are refused.
-const TOP_LEVEL_KEYS: [&str; 23] = [
+const TOP_LEVEL_KEYS: [&str; 24] = [
     "kafka",
     "registry",
     "topics",
@@ -336,6 +340,7 @@ const TOP_LEVEL_KEYS: [&str; 23] = [
     "attempts",
     "fanout",
     "lifecycle",
+    "cancellations",
 ];
 
 impl DispatcherConfig {

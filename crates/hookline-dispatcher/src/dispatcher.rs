@@ -19,6 +19,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::admin::{self, Readiness};
 use crate::attempts;
+use crate::cancellations::{self, CancellationSet};
 use crate::config::GroupProtocol;
 use crate::context::DispatchContext;
 use crate::delivery::{Ctx, Writer};
@@ -118,6 +119,7 @@ pub async fn start(settings: Settings, shutdown: CancellationToken) -> Result<Ru
     check_topics(&settings, &needed).await?;
 
     let endpoints = load_endpoints(&settings, &metrics, &tracker, &shutdown).await?;
+    let cancellations = load_cancellations(&settings, &tracker, &shutdown).await?;
     if settings.fanout.enabled {
         let stage = fanout_stage(&settings, &registry, &endpoints, &metrics, schema_id).await?;
         let stage = fanout::Stage {
@@ -153,6 +155,7 @@ pub async fn start(settings: Settings, shutdown: CancellationToken) -> Result<Ru
         global: Arc::new(Semaphore::new(settings.max_in_flight)),
         telemetry: Telemetry::new(settings.telemetry.as_ref())?,
         lifecycle: lifecycle(&settings, &metrics)?,
+        cancellations,
         settings: Arc::clone(&settings),
     });
 
@@ -420,6 +423,35 @@ pub(crate) async fn load_endpoints(
         });
     }
     Ok(endpoints)
+}
+
+/// The cancellations, read to the end of their topic and then followed until `shutdown`
+/// (empty, and never filled, when they are disabled).
+async fn load_cancellations(
+    settings: &Settings,
+    tracker: &TaskTracker,
+    shutdown: &CancellationToken,
+) -> Result<Arc<CancellationSet>> {
+    let config = &settings.cancellations;
+    let set = Arc::new(CancellationSet::new(
+        config.forget_after,
+        config.max_entries,
+    ));
+    if config.enabled {
+        let follower = cancellations::follow(
+            &settings.kafka,
+            &config.topic,
+            Arc::clone(&set),
+            shutdown.clone(),
+        )
+        .await?;
+        tracker.spawn(async move {
+            if let Err(error) = follower.await {
+                tracing::error!(%error, "the cancellations follower failed");
+            }
+        });
+    }
+    Ok(set)
 }
 
 /// Opens the admin port when one is configured; returns where it listens.

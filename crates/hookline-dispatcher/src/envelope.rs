@@ -184,6 +184,7 @@ mod tests {
             content_type: "application/json".to_owned(),
             headers: std::collections::BTreeMap::new(),
             created_at_ms: 1,
+            expires_at_ms: None,
         };
         let failure = Failure::new(ErrorReason::NonRetryableStatus, "HTTP 400");
         let envelope = build_envelope(&record(), &meta(), Some(&event), &failure, 9_000, "d-1");

@@ -6,6 +6,7 @@
 
 mod admin;
 mod attempts;
+mod cancellations;
 mod config;
 mod context;
 mod delivery;
@@ -26,6 +27,7 @@ mod shared;
 mod telemetry;
 
 pub use admin::Readiness;
+pub use cancellations::{CancellationsConfig, CancellationsSettings};
 pub use config::{
     AdminConfig, BreakerConfig, ConcurrencyConfig, DispatcherConfig, GroupProtocol, HttpConfig,
     LedgerConfig, OutboundConfig, TopicsConfig,

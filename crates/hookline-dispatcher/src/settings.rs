@@ -197,7 +197,9 @@ impl DispatcherConfig {
             .to_settings(&self.topics.events, &self.group_id, instance)?;
         let telemetry = self.telemetry.to_settings()?;
         let attempts = self.attempts.to_settings(&self.topics.events)?;
+        let cancellations = self.cancellations.to_settings(&self.topics.events)?;
         Ok(Settings {
+            cancellations,
             telemetry,
             attempts,
             lifecycle: self.lifecycle.to_settings(),
@@ -455,4 +457,6 @@ pub struct Settings {
     pub ledger: Option<LedgerSettings>,
     /// When endpoints are disabled by the dispatcher itself.
     pub lifecycle: crate::endpoints::LifecycleSettings,
+    /// Cancellations.
+    pub cancellations: crate::cancellations::CancellationsSettings,
 }

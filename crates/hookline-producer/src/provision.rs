@@ -48,7 +48,7 @@ impl TopicsPlan {
     }
 
     /// The topics to create, in order: events, fan-out (tenant events), retry tiers
-    /// (shortest first), DLQ, DLQ actions, endpoints.
+    /// (shortest first), DLQ, attempts, DLQ actions, endpoints, cancellations.
     pub fn specs(&self) -> Result<Vec<TopicSpec>, ProvisionError> {
         self.check()?;
         let min_insync = if self.replication >= 3 { "2" } else { "1" };
@@ -98,6 +98,21 @@ impl TopicsPlan {
         ));
         specs.push(table(self.topics.dlq_actions()));
         specs.push(table(self.topics.endpoints.clone()));
+        // Compacted, and deleted after the events' retention: a cancellation is forgotten
+        // once the events it could stop are gone.
+        specs.push(
+            TopicSpec::new(
+                self.topics.cancellations(),
+                self.table_partitions,
+                self.replication,
+            )
+            .config("cleanup.policy", "compact,delete")
+            .config("retention.ms", self.events_retention_ms.to_string())
+            .config("min.insync.replicas", min_insync)
+            .config("segment.ms", 3_600_000.to_string())
+            .config("min.cleanable.dirty.ratio", "0.1")
+            .config("delete.retention.ms", DAY_MS.to_string()),
+        );
         Ok(specs)
     }
 
@@ -218,8 +233,16 @@ mod tests {
                 "webhook-events.attempts",
                 "webhook-events.dlq-actions",
                 "webhook-endpoints",
+                "webhook-events.cancellations",
             ]
         );
+        let cancellations = &specs[10];
+        assert_eq!(
+            config(cancellations, "cleanup.policy"),
+            Some("compact,delete")
+        );
+        assert_eq!(config(cancellations, "retention.ms"), Some("604800000"));
+        assert_eq!(cancellations.partitions, 3);
         let attempts = &specs[7];
         assert_eq!(attempts.partitions, 6, "as many as the events topic");
         assert_eq!(config(attempts, "cleanup.policy"), Some("delete"));
@@ -248,8 +271,8 @@ mod tests {
         assert_eq!(names[2..4], ["ev.retry.200ms", "ev.retry.1m"]);
         assert_eq!(
             names.len(),
-            8,
-            "events, fan-out, 2 tiers, DLQ, attempts, actions, endpoints"
+            9,
+            "events, fan-out, 2 tiers, DLQ, attempts, actions, endpoints, cancellations"
         );
     }
 

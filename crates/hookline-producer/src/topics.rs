@@ -53,6 +53,12 @@ impl Topics {
         format!("{}.attempts", self.events)
     }
 
+    /// The compacted cancellations topic: `<events>.cancellations`, keyed by event id (or
+    /// `EVENT_ID/ENDPOINT_ID`), read by every dispatcher before each attempt.
+    pub fn cancellations(&self) -> String {
+        format!("{}.cancellations", self.events)
+    }
+
     /// The dead-letter topic: `<events>.dlq`.
     pub fn dlq(&self) -> String {
         format!("{}.dlq", self.events)
@@ -82,6 +88,7 @@ mod tests {
         assert_eq!(topics.dlq(), "webhook-events.dlq");
         assert_eq!(topics.fanout(), "webhook-events.fanout");
         assert_eq!(topics.dlq_actions(), "webhook-events.dlq-actions");
+        assert_eq!(topics.cancellations(), "webhook-events.cancellations");
     }
 
     #[test]

@@ -34,6 +34,7 @@ fn event(endpoint: &str) -> WebhookEvent {
         content_type: "application/json".into(),
         headers: BTreeMap::from([("X-Tenant".to_owned(), "acme".to_owned())]),
         created_at_ms: 0,
+        expires_at_ms: None,
     }
 }
 
@@ -137,6 +138,7 @@ async fn json_publish_many_reads_back_with_from_json() {
         .map(|i| WebhookEvent {
             event_id: format!("evt_{i}"),
             created_at_ms: 1_700_000_000_000 + i,
+            expires_at_ms: None,
             ..event(&format!("ep_{}", i % 2))
         })
         .collect();
@@ -231,6 +233,7 @@ async fn provisioning_creates_the_topics_with_their_configs_and_is_idempotent() 
         topics.attempts(),
         topics.dlq_actions(),
         topics.endpoints.clone(),
+        topics.cancellations(),
     ];
 
     let first = provision(&settings, &plan).await.expect("provisioned");

@@ -22,6 +22,8 @@ pub struct TestTopics {
     pub fanout: String,
     /// The attempt log (`<events>.attempts`), as many partitions as the events topic.
     pub attempts: String,
+    /// The compacted cancellations (`<events>.cancellations`).
+    pub cancellations: String,
     /// Retry tier suffixes (`200ms`, ...).
     pub tiers: Vec<String>,
 }
@@ -35,6 +37,7 @@ impl TestTopics {
             endpoints: format!("{events}-endpoints"),
             fanout: format!("{events}.fanout"),
             attempts: format!("{events}.attempts"),
+            cancellations: format!("{events}.cancellations"),
             tiers: tiers.iter().map(|t| (*t).to_owned()).collect(),
             events,
         }
@@ -60,6 +63,7 @@ impl TestTopics {
             TopicSpec::new(&self.attempts, partitions, 1),
             TopicSpec::new(&self.dlq, 1, 1),
             TopicSpec::new(&self.endpoints, 1, 1).config("cleanup.policy", "compact"),
+            TopicSpec::new(&self.cancellations, 1, 1).config("cleanup.policy", "compact"),
         ];
         for tier in &self.tiers {
             specs.push(TopicSpec::new(self.tier_topic(tier), partitions, 1));

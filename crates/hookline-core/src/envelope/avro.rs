@@ -1,5 +1,5 @@
 //! The Avro encoding of [`DlqEnvelope`]: written with the current schema
-//! (`schemas/dlq_envelope.v4.avsc`), bare or Confluent-framed with a known schema id, and
+//! (`schemas/dlq_envelope.v5.avsc`), bare or Confluent-framed with a known schema id, and
 //! read from values of version 1, 2, 3 or 4.
 
 use apache_avro::Schema;
@@ -242,9 +242,9 @@ impl DlqEnvelope {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::envelope::MAX_ERROR_MESSAGE_LEN;
     use crate::envelope::fixtures::{TRACE_ID, TRACEPARENT, full, minimal};
-    use crate::schema::{DLQ_ENVELOPE_V1, DLQ_ENVELOPE_V2, DLQ_ENVELOPE_V3};
+    use crate::envelope::{ENVELOPE_VERSION, MAX_ERROR_MESSAGE_LEN};
+    use crate::schema::{DLQ_ENVELOPE_V1, DLQ_ENVELOPE_V2, DLQ_ENVELOPE_V3, DLQ_ENVELOPE_V4};
 
     fn round_trip(e: &DlqEnvelope) -> DlqEnvelope {
         let datum = e.to_avro_datum().expect("encode");
@@ -330,7 +330,10 @@ mod tests {
             let (value, _) =
                 decode(&datum, dlq_envelope_schema(), dlq_envelope_schema()).expect("decode");
             assert_eq!(field(&value, "trace_id"), expected);
-            assert_eq!(field(&value, "envelope_version"), Value::Int(4));
+            assert_eq!(
+                field(&value, "envelope_version"),
+                Value::Int(ENVELOPE_VERSION)
+            );
         }
     }
 
@@ -408,12 +411,17 @@ mod tests {
     /// older records: the later fields get their defaults, the payload is not truncated and
     /// there is no tenant.
     #[test]
-    fn v1_v2_and_v3_datums_decode_with_the_v4_reader_and_get_the_defaults() {
+    fn v1_to_v4_datums_decode_with_the_v5_reader_and_get_the_defaults() {
         let v1 = Schema::parse_str(DLQ_ENVELOPE_V1).expect("v1 schema");
         let v2 = Schema::parse_str(DLQ_ENVELOPE_V2).expect("v2 schema");
         let v3 = Schema::parse_str(DLQ_ENVELOPE_V3).expect("v3 schema");
-        let older: [(i32, &Schema, ValueOf); 3] =
-            [(1, &v1, v1_value), (2, &v2, v2_value), (3, &v3, v3_value)];
+        let v4 = Schema::parse_str(DLQ_ENVELOPE_V4).expect("v4 schema");
+        let older: [(i32, &Schema, ValueOf); 4] = [
+            (1, &v1, v1_value),
+            (2, &v2, v2_value),
+            (3, &v3, v3_value),
+            (4, &v4, DlqEnvelope::to_avro_value),
+        ];
         for (version, schema, value_of) in older {
             for e in [full(), minimal()] {
                 let old = DlqEnvelope {
@@ -474,6 +482,34 @@ mod tests {
         assert!(v1_value(&full()).validate(&v1));
         assert!(v2_value(&full()).validate(&v2));
         assert!(v3_value(&full()).validate(&v3));
+    }
+
+    /// A v4 record (the same fields) keeps its reason under the v5 reader; a record parked
+    /// as expired or cancelled is not a v4 value, as a v4 reader cannot know the symbol.
+    #[test]
+    fn v4_reasons_keep_their_meaning_and_v5_reasons_fit_only_v5() {
+        let v4 = Schema::parse_str(DLQ_ENVELOPE_V4).expect("v4 schema");
+        for reason in ErrorReason::ALL {
+            let e = DlqEnvelope {
+                error_reason: reason,
+                envelope_version: 4,
+                ..full()
+            };
+            let new = matches!(reason, ErrorReason::Expired | ErrorReason::Cancelled);
+            assert_eq!(e.to_avro_value().validate(&v4), !new, "{reason}");
+            if !new {
+                let datum = encode(&v4, e.to_avro_value()).expect("a v4 datum");
+                let read = DlqEnvelope::from_avro_datum(&datum, &v4).expect("v5 reads v4");
+                assert_eq!(read, e);
+            }
+        }
+        for reason in [ErrorReason::Expired, ErrorReason::Cancelled] {
+            let e = DlqEnvelope {
+                error_reason: reason,
+                ..full()
+            };
+            assert_eq!(round_trip(&e), e);
+        }
     }
 
     #[test]

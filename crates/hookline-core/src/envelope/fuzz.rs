@@ -11,7 +11,9 @@ use super::fixtures::{full, minimal};
 use super::{DlqEnvelope, EnvelopeError};
 use crate::fuzz::{avro_record, byte_edits, bytes, config, edited_bytes, edited_record, zigzag};
 use crate::schema::dlq_envelope_schema;
-use crate::schema::{DLQ_ENVELOPE_V1, DLQ_ENVELOPE_V2, DLQ_ENVELOPE_V3, MAX_AVRO_ALLOCATION_BYTES};
+use crate::schema::{
+    DLQ_ENVELOPE_V1, DLQ_ENVELOPE_V2, DLQ_ENVELOPE_V3, DLQ_ENVELOPE_V4, MAX_AVRO_ALLOCATION_BYTES,
+};
 
 const FIELDS: &[&str] = &[
     "envelope_version",
@@ -44,6 +46,7 @@ fn writer(version: usize) -> Schema {
         1 => Schema::parse_str(DLQ_ENVELOPE_V1).expect("v1"),
         2 => Schema::parse_str(DLQ_ENVELOPE_V2).expect("v2"),
         3 => Schema::parse_str(DLQ_ENVELOPE_V3).expect("v3"),
+        4 => Schema::parse_str(DLQ_ENVELOPE_V4).expect("v4"),
         _ => dlq_envelope_schema().clone(),
     }
 }
@@ -74,7 +77,7 @@ proptest! {
     #![proptest_config(config(512))]
 
     #[test]
-    fn arbitrary_bytes(datum in bytes(), version in 1usize..=4) {
+    fn arbitrary_bytes(datum in bytes(), version in 1usize..=5) {
         check_datum(&datum, &writer(version))?;
     }
 

@@ -1,7 +1,7 @@
 //! The dead-letter envelope: a parked delivery with its original record and the reason.
 //!
-//! Schema `schemas/dlq_envelope.v4.avsc` (written), which also reads records written with
-//! `v1`, `v2` and `v3`. It keeps the original key, value and headers byte for byte, so a record
+//! Schema `schemas/dlq_envelope.v5.avsc` (written), which also reads records written with
+//! `v1` to `v4`. It keeps the original key, value and headers byte for byte, so a record
 //! can be re-driven unchanged, and holds no endpoint configuration: no secrets, and the URL
 //! only without its query string (see [`redact_url`](crate::url_guard::redact_url)).
 //!
@@ -16,6 +16,9 @@
 //!
 //! Version 4 adds `tenant_id`, the tenant of the parked event (set on every delivery fanned
 //! out from a tenant event), so the DLQ can be inspected and re-driven by tenant.
+//!
+//! Version 5 adds the reasons `EXPIRED` (the event's `expires_at` passed) and `CANCELLED`
+//! (`hookline events cancel`) at the end of the reason enum; no field changes.
 
 mod avro;
 mod fit;
@@ -33,7 +36,7 @@ use crate::headers::TRACEPARENT;
 
 /// The envelope layout version written by this crate: that of
 /// [`DLQ_ENVELOPE_CURRENT`](crate::schema::DLQ_ENVELOPE_CURRENT).
-pub const ENVELOPE_VERSION: i32 = 4;
+pub const ENVELOPE_VERSION: i32 = 5;
 
 /// Longest `error_message` written, in bytes; longer messages are cut at a char boundary.
 pub const MAX_ERROR_MESSAGE_LEN: usize = 2048;
@@ -41,7 +44,7 @@ pub const MAX_ERROR_MESSAGE_LEN: usize = 2048;
 /// A delivery parked in the dead-letter topic.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DlqEnvelope {
-    /// Layout version the record was parked with: [`ENVELOPE_VERSION`] when written, 1 to 3
+    /// Layout version the record was parked with: [`ENVELOPE_VERSION`] when written, 1 to 4
     /// for a record read back that was written with that version.
     pub envelope_version: i32,
     /// The event id; for a record that could not be parsed, [`derived_event_id`].

@@ -22,6 +22,10 @@ pub enum ErrorReason {
     PayloadTooLarge,
     /// The retry policy's maximum age passed before the delivery succeeded.
     MaxAgeExceeded,
+    /// The event's `expires_at` passed before the delivery was made (envelope v5).
+    Expired,
+    /// The event, or its delivery to this endpoint, was cancelled (envelope v5).
+    Cancelled,
 }
 
 /// The error when a string names no [`ErrorReason`].
@@ -31,7 +35,7 @@ pub struct UnknownReason(pub String);
 
 impl ErrorReason {
     /// Every reason, in the order of the schema's symbols.
-    pub const ALL: [ErrorReason; 8] = [
+    pub const ALL: [ErrorReason; 10] = [
         ErrorReason::RetriesExhausted,
         ErrorReason::NonRetryableStatus,
         ErrorReason::MalformedEvent,
@@ -40,6 +44,8 @@ impl ErrorReason {
         ErrorReason::BlockedUrl,
         ErrorReason::PayloadTooLarge,
         ErrorReason::MaxAgeExceeded,
+        ErrorReason::Expired,
+        ErrorReason::Cancelled,
     ];
 
     /// The Avro enum symbol, e.g. `RETRIES_EXHAUSTED`.
@@ -53,6 +59,8 @@ impl ErrorReason {
             ErrorReason::BlockedUrl => "BLOCKED_URL",
             ErrorReason::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
             ErrorReason::MaxAgeExceeded => "MAX_AGE_EXCEEDED",
+            ErrorReason::Expired => "EXPIRED",
+            ErrorReason::Cancelled => "CANCELLED",
         }
     }
 
@@ -67,6 +75,8 @@ impl ErrorReason {
             ErrorReason::BlockedUrl => "blocked_url",
             ErrorReason::PayloadTooLarge => "payload_too_large",
             ErrorReason::MaxAgeExceeded => "max_age_exceeded",
+            ErrorReason::Expired => "expired",
+            ErrorReason::Cancelled => "cancelled",
         }
     }
 
@@ -81,6 +91,8 @@ impl ErrorReason {
             ErrorReason::BlockedUrl => 5,
             ErrorReason::PayloadTooLarge => 6,
             ErrorReason::MaxAgeExceeded => 7,
+            ErrorReason::Expired => 8,
+            ErrorReason::Cancelled => 9,
         }
     }
 }
@@ -127,6 +139,25 @@ mod tests {
         for (i, r) in ErrorReason::ALL.iter().enumerate() {
             assert_eq!(r.index() as usize, i);
         }
+    }
+
+    /// The reasons of envelope v5 are the last symbols, so a v4 record's reason index means
+    /// the same under v5.
+    #[test]
+    fn v5_adds_expired_and_cancelled_after_the_v4_symbols() {
+        let v4 = Schema::parse_str(crate::schema::DLQ_ENVELOPE_V4).expect("v4");
+        let Schema::Record(record) = &v4 else {
+            panic!("not a record");
+        };
+        let field = record.fields.iter().find(|f| f.name == "error_reason");
+        let Some(Schema::Enum(e)) = field.map(|f| &f.schema) else {
+            panic!("error_reason is not an enum");
+        };
+        let ours: Vec<&str> = ErrorReason::ALL.iter().map(|r| r.symbol()).collect();
+        assert_eq!(ours[..e.symbols.len()], e.symbols[..]);
+        assert_eq!(ours[e.symbols.len()..], ["EXPIRED", "CANCELLED"]);
+        assert_eq!("expired".parse(), Ok(ErrorReason::Expired));
+        assert_eq!("CANCELLED".parse(), Ok(ErrorReason::Cancelled));
     }
 
     #[test]

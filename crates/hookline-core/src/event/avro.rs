@@ -1,5 +1,5 @@
-//! The Avro encoding of [`WebhookEvent`] (schema `schemas/webhook_event.v2.avsc`, which
-//! also reads records written with `v1`).
+//! The Avro encoding of [`WebhookEvent`] (schema `schemas/webhook_event.v3.avsc`, which
+//! also reads records written with `v1` and `v2`).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -11,7 +11,7 @@ use crate::avro_util::{RecordFields, decode, encode, nullable, strip_union};
 use crate::schema::webhook_event_schema;
 
 impl WebhookEvent {
-    /// The event as an Avro value of the `WebhookEvent` v2 schema.
+    /// The event as an Avro value of the `WebhookEvent` v3 schema.
     pub fn to_avro_value(&self) -> Value {
         let headers: HashMap<String, Value> = self
             .headers
@@ -47,13 +47,17 @@ impl WebhookEvent {
                 "channels".into(),
                 Value::Array(self.channels.iter().cloned().map(Value::String).collect()),
             ),
+            (
+                "expires_at".into(),
+                nullable(self.expires_at_ms.map(Value::TimestampMillis)),
+            ),
         ])
     }
 
     /// Reads an event from an Avro record value. Unions may be wrapped or not; `created_at`
     /// may be a `long` or a `timestamp-millis`; absent `endpoint_url`, `content_type`,
-    /// `headers`, `tenant_id` and `channels` take their schema defaults (so a version 1
-    /// value reads). Does not [`validate`](Self::validate).
+    /// `headers`, `tenant_id`, `channels` and `expires_at` take their schema defaults (so a
+    /// version 1 or 2 value reads). Does not [`validate`](Self::validate).
     pub fn from_avro_value(value: Value) -> Result<Self, EventError> {
         let mut f = RecordFields::new(value)?;
         let headers = match f.take("headers") {
@@ -107,16 +111,17 @@ impl WebhookEvent {
                 .unwrap_or_else(|| DEFAULT_CONTENT_TYPE.to_owned()),
             headers,
             created_at_ms: f.long("created_at")?,
+            expires_at_ms: f.opt_long("expires_at")?,
         })
     }
 
-    /// The event as an Avro datum (no container, no registry framing) of the v2 schema.
+    /// The event as an Avro datum (no container, no registry framing) of the v3 schema.
     pub fn to_avro_datum(&self) -> Result<Vec<u8>, EventError> {
         encode(webhook_event_schema(), self.to_avro_value()).map_err(EventError::Avro)
     }
 
     /// Decodes an Avro datum written with `writer_schema` (e.g. fetched from the registry
-    /// by the framed schema id), resolving it into the v2 schema.
+    /// by the framed schema id), resolving it into the v3 schema.
     pub fn from_avro_datum(datum: &[u8], writer_schema: &Schema) -> Result<Self, EventError> {
         let (value, rest) =
             decode(datum, writer_schema, webhook_event_schema()).map_err(EventError::Avro)?;
@@ -190,7 +195,9 @@ mod tests {
         let v1_value = Value::Record(
             fields
                 .into_iter()
-                .filter(|(name, _)| name != "tenant_id" && name != "channels")
+                .filter(|(name, _)| {
+                    !["tenant_id", "channels", "expires_at"].contains(&name.as_str())
+                })
                 .map(|(name, value)| match (name.as_str(), value) {
                     ("endpoint_id", Value::Union(_, inner)) => (name, *inner),
                     (_, value) => (name, value),
@@ -212,6 +219,39 @@ mod tests {
         let datum = tenant_event.to_avro_datum().expect("encode");
         let back = WebhookEvent::from_avro_datum(&datum, webhook_event_schema()).expect("decode");
         assert_eq!(back, tenant_event);
+    }
+
+    /// A datum written with the version 2 schema (a producer not yet upgraded) reads with
+    /// the v3 reader without a deadline; a v2 reader reads a v3 datum, the deadline aside.
+    #[test]
+    fn version_2_datums_read_without_a_deadline_and_v2_reads_v3() {
+        let v2 = Schema::parse_str(crate::schema::WEBHOOK_EVENT_V2).expect("v2");
+        let Value::Record(fields) = sample().to_avro_value() else {
+            panic!("not a record");
+        };
+        let v2_value = Value::Record(
+            fields
+                .into_iter()
+                .filter(|(name, _)| name != "expires_at")
+                .collect(),
+        );
+        let datum = encode(&v2, v2_value).expect("a v2 datum");
+        let event = WebhookEvent::from_avro_datum(&datum, &v2).expect("v2 reads");
+        assert_eq!(
+            event,
+            WebhookEvent {
+                expires_at_ms: None,
+                ..sample()
+            }
+        );
+        let v3_datum = sample().to_avro_datum().expect("encode");
+        let (value, rest) = decode(&v3_datum, webhook_event_schema(), &v2).expect("resolve");
+        assert_eq!(rest, 0);
+        let old = WebhookEvent::from_avro_value(value).expect("a v2 reader's value");
+        assert_eq!(old.expires_at_ms, None);
+        assert_eq!(old.event_id, sample().event_id);
+        let back = WebhookEvent::from_avro_datum(&v3_datum, webhook_event_schema()).expect("v3");
+        assert_eq!(back.expires_at_ms, Some(1_700_000_600_000));
     }
 
     #[test]
@@ -303,6 +343,7 @@ mod fuzz {
         "created_at",
         "tenant_id",
         "channels",
+        "expires_at",
     ];
 
     fn check_datum(datum: &[u8]) -> Result<(), TestCaseError> {

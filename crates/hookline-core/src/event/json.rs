@@ -13,7 +13,8 @@
 //! `payload` is any JSON value, delivered as its compact serialization (key order kept);
 //! a non-JSON body goes in `payload_base64` instead. `endpoint_id` or `tenant_id` (or
 //! both), and `endpoint_url`, `content_type` (default `application/json`), `headers`,
-//! `channels` and `created_at_ms` (default: the time of decoding) are optional. Unknown
+//! `channels`, `created_at_ms` (default: the time of decoding) and `expires_at_ms` (the
+//! deadline, epoch milliseconds; default none) are optional. Unknown
 //! fields are refused, so a misspelt field is noticed. Version 1 JSON (no tenant) reads.
 
 use std::collections::BTreeMap;
@@ -49,6 +50,8 @@ struct JsonEventIn<'a> {
     headers: Option<BTreeMap<String, String>>,
     #[serde(default)]
     created_at_ms: Option<i64>,
+    #[serde(default)]
+    expires_at_ms: Option<i64>,
 }
 
 /// Keeps a JSON `null` payload as the value `null` rather than as "absent".
@@ -75,6 +78,8 @@ struct JsonEventOut<'a> {
     content_type: &'a str,
     headers: &'a BTreeMap<String, String>,
     created_at_ms: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expires_at_ms: Option<i64>,
 }
 
 impl WebhookEvent {
@@ -106,6 +111,7 @@ impl WebhookEvent {
                 .unwrap_or_else(|| DEFAULT_CONTENT_TYPE.to_owned()),
             headers: json.headers.unwrap_or_default(),
             created_at_ms: json.created_at_ms.unwrap_or(default_created_at_ms),
+            expires_at_ms: json.expires_at_ms,
         })
     }
 
@@ -126,6 +132,7 @@ impl WebhookEvent {
             content_type: &self.content_type,
             headers: &self.headers,
             created_at_ms: self.created_at_ms,
+            expires_at_ms: self.expires_at_ms,
         };
         serde_json::to_vec(&out)
             .expect("a struct of strings, numbers and raw JSON always serializes")
@@ -239,6 +246,21 @@ mod tests {
         assert!(e.headers.is_empty());
         assert_eq!(e.endpoint_url, None);
         assert_eq!(e.created_at_ms, 99);
+        assert_eq!(e.expires_at_ms, None);
+        assert!(!String::from_utf8_lossy(&e.to_json()).contains("expires_at"));
+    }
+
+    #[test]
+    fn the_deadline_decodes_and_round_trips() {
+        let json = br#"{"event_id":"e","event_type":"t","endpoint_id":"ep","payload":1,
+            "expires_at_ms":1700000600000}"#;
+        let e = WebhookEvent::from_json_at(json, 0).expect("decode");
+        assert_eq!(e.expires_at_ms, Some(1_700_000_600_000));
+        let back = WebhookEvent::from_json_at(&e.to_json(), 5).expect("decode");
+        assert_eq!(back, e);
+        let wrong = br#"{"event_id":"e","event_type":"t","endpoint_id":"ep","payload":1,
+            "expires_at_ms":"soon"}"#;
+        assert!(WebhookEvent::from_json_at(wrong, 0).is_err());
     }
 
     #[test]

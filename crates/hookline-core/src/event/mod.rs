@@ -47,6 +47,17 @@ pub struct WebhookEvent {
     pub headers: BTreeMap<String, String>,
     /// Creation time, milliseconds since the Unix epoch.
     pub created_at_ms: i64,
+    /// Deadline, milliseconds since the Unix epoch: a delivery not made by then is not
+    /// attempted again and is parked as expired. `None`: no deadline.
+    pub expires_at_ms: Option<i64>,
+}
+
+impl WebhookEvent {
+    /// Whether the deadline has passed at `at_ms`, or would have by then (a retry due at
+    /// `at_ms`): a deadline equal to `at_ms` has passed. Without a deadline, never.
+    pub fn expired_at(&self, at_ms: i64) -> bool {
+        self.expires_at_ms.is_some_and(|deadline| at_ms >= deadline)
+    }
 }
 
 /// What is wrong with an event, naming the field.
@@ -236,6 +247,7 @@ pub(crate) mod tests {
             content_type: DEFAULT_CONTENT_TYPE.into(),
             headers: BTreeMap::from([("X-Tenant".to_owned(), "acme".to_owned())]),
             created_at_ms: 1_700_000_000_123,
+            expires_at_ms: Some(1_700_000_600_000),
         }
     }
 
@@ -267,6 +279,20 @@ pub(crate) mod tests {
             proptest::prop_assert_eq!(confluent_schema_id(&frame), Some(id));
             proptest::prop_assert_eq!(&frame[5..], &bytes[..]);
         }
+    }
+
+    #[test]
+    fn expiry_is_reached_at_the_deadline() {
+        let event = sample();
+        let deadline = 1_700_000_600_000;
+        assert!(!event.expired_at(deadline - 1));
+        assert!(event.expired_at(deadline));
+        assert!(event.expired_at(deadline + 1));
+        let no_deadline = WebhookEvent {
+            expires_at_ms: None,
+            ..sample()
+        };
+        assert!(!no_deadline.expired_at(i64::MAX));
     }
 
     #[test]

@@ -27,6 +27,7 @@ pub(crate) use decode::{Intake, intake};
 pub(crate) use write::{Abandoned, Writer};
 
 use crate::attempts;
+use crate::cancellations::{self, CancellationSet};
 use crate::endpoints::lifecycle::EndpointLifecycle;
 use crate::endpoints::{Endpoint, EndpointTable};
 use crate::envelope::Failure;
@@ -63,6 +64,8 @@ pub(crate) struct Ctx {
     pub telemetry: Telemetry,
     /// Disables endpoints that are gone or keep failing.
     pub lifecycle: EndpointLifecycle,
+    /// The cancellations known (empty when they are not read).
+    pub cancellations: Arc<CancellationSet>,
 }
 
 /// One record handed to a delivery task by the poll loop.
@@ -196,8 +199,15 @@ async fn stages(ctx: &Ctx, delivery: &Delivery, job: &mut Job<'_>) -> Result<Out
     }
     job.life.step(Step::Process);
     loop {
-        let mut admitted = admit::admit(ctx, delivery, &target).await?;
         let attempt_no = job.meta.attempt.saturating_add(1);
+        // Before admission (which may defer, again and again while a circuit is open) and
+        // after it (which may wait): no attempt once expired or cancelled.
+        stop_before_attempt(ctx, event, &target, attempt_no)?;
+        let mut admitted = admit::admit(ctx, delivery, &target).await?;
+        if let Err(halt) = stop_before_attempt(ctx, event, &target, attempt_no) {
+            drop(admitted);
+            return Err(halt);
+        }
         span.record("attempt", attempt_no);
         job.trace
             .set(KeyValue::new("webhook.attempt", i64::from(attempt_no)));
@@ -237,6 +247,20 @@ async fn stages(ctx: &Ctx, delivery: &Delivery, job: &mut Job<'_>) -> Result<Out
             &mut rand::rng(),
         );
         drop(admitted);
+        // A retry that would fall due at or past the deadline is parked now, not left to
+        // wait in a tier for nothing.
+        if let Decision::Retry(schedule) = &next
+            && let Some(failure) = cancellations::retry_past_deadline(
+                event,
+                schedule.retry_at_ms.unwrap_or(schedule.due_at_ms),
+                attempt_no,
+                &attempt.detail,
+            )
+        {
+            job.life.step(Step::Fail);
+            let failure = failure.with_status(attempt.status()).at(&target.url);
+            return Err(Halt::Park(failure));
+        }
         match next {
             Decision::Delivered => {
                 validate::remember_delivered(ctx, &target, event).await;
@@ -280,5 +304,20 @@ async fn stages(ctx: &Ctx, delivery: &Delivery, job: &mut Job<'_>) -> Result<Out
                     .map_err(Halt::from);
             }
         }
+    }
+}
+
+/// Halts the delivery, to be parked without an attempt, when its deadline has passed or it
+/// was cancelled.
+fn stop_before_attempt(
+    ctx: &Ctx,
+    event: &WebhookEvent,
+    target: &validate::Target,
+    attempt_no: u32,
+) -> Result<(), Halt> {
+    let endpoint = target.endpoint.id.as_str();
+    match cancellations::before_attempt(&ctx.cancellations, event, endpoint, attempt_no, now_ms()) {
+        Some(failure) => Err(Halt::Park(failure.at(&target.url))),
+        None => Ok(()),
     }
 }

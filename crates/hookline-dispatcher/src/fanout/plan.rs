@@ -148,6 +148,7 @@ mod tests {
             content_type: "application/json".into(),
             headers: BTreeMap::new(),
             created_at_ms: 5,
+            expires_at_ms: None,
         }
     }
 

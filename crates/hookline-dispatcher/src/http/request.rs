@@ -127,6 +127,7 @@ mod tests {
             content_type: "application/json".to_owned(),
             headers: BTreeMap::from([("x-tenant".to_owned(), "acme".to_owned())]),
             created_at_ms: 0,
+            expires_at_ms: None,
         }
     }
 

@@ -23,6 +23,7 @@ fn tenant_event(tenant: &str, event_type: &str, channels: &[&str], n: usize) -> 
         content_type: "application/json".to_owned(),
         headers: BTreeMap::new(),
         created_at_ms: 0,
+        expires_at_ms: None,
     }
 }
 

@@ -32,8 +32,13 @@ pub(crate) struct Harness {
 
 impl Harness {
     pub(crate) async fn new(test: &str) -> Harness {
+        Harness::with_tiers(test, &["200ms", "500ms", "1s"]).await
+    }
+
+    /// [`new`](Self::new) with these retry tiers.
+    pub(crate) async fn with_tiers(test: &str, tiers: &[&str]) -> Harness {
         let kafka = kafka_settings();
-        let topics = TestTopics::new(test, &["200ms", "500ms", "1s"]);
+        let topics = TestTopics::new(test, tiers);
         topics.create(&kafka, 2).await;
         Harness {
             registry: Arc::new(Registry::new(&registry_settings()).expect("registry")),
@@ -300,5 +305,6 @@ pub(crate) fn event(endpoint: &str, n: usize) -> WebhookEvent {
         created_at_ms: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+        expires_at_ms: None,
     }
 }

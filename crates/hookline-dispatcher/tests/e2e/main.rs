@@ -3,6 +3,7 @@
 
 mod alerts;
 mod attempts;
+mod deadlines;
 mod egress;
 mod fanout;
 mod faults;

@@ -11,7 +11,7 @@ use apache_avro::types::Value;
 use hookline_core::WebhookEvent;
 use hookline_core::envelope::{DlqEnvelope, DlqHeader, ENVELOPE_VERSION, ErrorReason};
 use hookline_core::schema::{
-    DLQ_ENVELOPE_CURRENT, DLQ_ENVELOPE_V1, DLQ_ENVELOPE_V2, DLQ_ENVELOPE_V3,
+    DLQ_ENVELOPE_CURRENT, DLQ_ENVELOPE_V1, DLQ_ENVELOPE_V2, DLQ_ENVELOPE_V3, DLQ_ENVELOPE_V4,
 };
 use hookline_dispatcher::{DispatchError, DispatcherConfig, start};
 use hookline_kafka::{Compatibility, Registry};
@@ -165,11 +165,28 @@ async fn later_schemas_register_over_v1_under_backward_and_older_records_still_d
         .expect("encode with v3");
     assert_eq!(framed_id(&v3_bytes), v3_id);
 
+    // A record parked by a v4 dispatcher, before the reasons EXPIRED and CANCELLED.
+    let v4_id = registry
+        .register(&subject, DLQ_ENVELOPE_V4)
+        .await
+        .expect("v4 (tenant_id with a default) registers under BACKWARD");
+    assert_ne!(v4_id, v3_id);
+    let v4_writer = Registry::new(&registry_settings()).expect("registry");
+    let v4 = DlqEnvelope {
+        tenant_id: Some("acme".into()),
+        ..envelope(4)
+    };
+    let v4_bytes = v4_writer
+        .encode_value(&dlq, DLQ_ENVELOPE_V4, v4.to_avro_value())
+        .await
+        .expect("encode with v4");
+    assert_eq!(framed_id(&v4_bytes), v4_id);
+
     let current_id = registry
         .register(&subject, DLQ_ENVELOPE_CURRENT)
         .await
-        .expect("the current schema (v4: tenant_id with a default) registers");
-    assert_ne!(current_id, v3_id);
+        .expect("the current schema (v5: two reasons added) registers");
+    assert_ne!(current_id, v4_id);
     assert_eq!(
         registry.register(&subject, DLQ_ENVELOPE_CURRENT).await.ok(),
         Some(current_id),
@@ -181,6 +198,7 @@ async fn later_schemas_register_over_v1_under_backward_and_older_records_still_d
     let upgraded = Registry::new(&registry_settings()).expect("registry");
     let new = DlqEnvelope {
         tenant_id: Some("acme".into()),
+        error_reason: ErrorReason::Cancelled,
         ..envelope(ENVELOPE_VERSION)
     };
     let new_bytes = upgraded
@@ -197,6 +215,8 @@ async fn later_schemas_register_over_v1_under_backward_and_older_records_still_d
     let v3_read = DlqEnvelope::from_avro_value(v3_value).expect("a v3 envelope");
     assert_eq!(v3_read.tenant_id, None);
     assert_eq!(v3_read, v3);
+    let v4_value = fresh.decode(&v4_bytes).await.expect("v4 record decodes");
+    assert_eq!(DlqEnvelope::from_avro_value(v4_value).ok(), Some(v4));
     let new_value = fresh
         .decode(&new_bytes)
         .await
@@ -306,6 +326,7 @@ async fn a_dispatcher_upgrades_a_v1_dlq_subject_and_parks_current_envelopes() {
         content_type: "application/json".to_owned(),
         headers: BTreeMap::new(),
         created_at_ms: 1_700_000_000_000,
+        expires_at_ms: None,
     };
     let producer: FutureProducer = kafka.producer_config().create().expect("producer");
     producer

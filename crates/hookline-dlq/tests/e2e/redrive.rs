@@ -46,6 +46,7 @@ fn event(endpoint: &str, n: usize) -> WebhookEvent {
         content_type: "application/json".to_owned(),
         headers: BTreeMap::new(),
         created_at_ms: 1_700_000_000_000,
+        expires_at_ms: None,
     }
 }
 

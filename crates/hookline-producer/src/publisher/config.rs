@@ -11,7 +11,7 @@ use crate::topics::DEFAULT_EVENTS_TOPIC;
 #[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Encoding {
-    /// Avro of `schemas/webhook_event.v2.avsc`, framed with its registry id (subject
+    /// Avro of `schemas/webhook_event.v3.avsc`, framed with its registry id (subject
     /// `<topic>-value`).
     #[default]
     Avro,

@@ -21,6 +21,18 @@ pub enum PublishError {
         #[source]
         source: EventError,
     },
+    /// The event's `expires_at` has passed already; nothing was sent.
+    #[error(
+        "event {event_id:?} expires_at {expires_at_ms} (epoch ms) is not after now          ({now_ms}); nothing was sent"
+    )]
+    Expired {
+        /// The event's id.
+        event_id: String,
+        /// Its deadline, epoch milliseconds.
+        expires_at_ms: i64,
+        /// The time it was published at, epoch milliseconds.
+        now_ms: i64,
+    },
     /// The registry could not encode the event; nothing was sent.
     #[error("encoding event {event_id:?} through the schema registry")]
     Encode {
@@ -49,7 +61,7 @@ impl PublishError {
     /// Kafka, where trying again may help).
     pub fn is_invalid_event(&self) -> bool {
         match self {
-            PublishError::Invalid { .. } => true,
+            PublishError::Invalid { .. } | PublishError::Expired { .. } => true,
             PublishError::RegistryRequired
             | PublishError::Client(_)
             | PublishError::Encode { .. }

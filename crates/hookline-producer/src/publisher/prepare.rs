@@ -5,7 +5,9 @@ use hookline_core::WebhookEvent;
 use super::PublishError;
 
 /// A copy of `event` with an empty `event_id` replaced by `new_id()` and a zero
-/// `created_at_ms` by `now_ms`, then validated ([`PublishError::Invalid`] if not).
+/// `created_at_ms` by `now_ms`, then validated ([`PublishError::Invalid`] if not). An
+/// `expires_at_ms` at or before `now_ms` is refused ([`PublishError::Expired`]): it would
+/// only be parked.
 pub(crate) fn prepare(
     event: &WebhookEvent,
     max_payload_bytes: usize,
@@ -20,6 +22,11 @@ pub(crate) fn prepare(
         event.created_at_ms = now_ms;
     }
     match event.validate(max_payload_bytes) {
+        Ok(()) if event.expired_at(now_ms) => Err(PublishError::Expired {
+            event_id: event.event_id,
+            expires_at_ms: event.expires_at_ms.unwrap_or_default(),
+            now_ms,
+        }),
         Ok(()) => Ok(event),
         Err(source) => Err(PublishError::Invalid {
             event_id: event.event_id,
@@ -48,6 +55,7 @@ mod tests {
             content_type: "application/json".into(),
             headers: BTreeMap::new(),
             created_at_ms,
+            expires_at_ms: None,
         }
     }
 
@@ -64,6 +72,24 @@ mod tests {
         let given = event("evt_1", 42);
         let ready = prepare(&given, 1024, 1_700_000_000_000, || unreachable!()).expect("valid");
         assert_eq!(ready, given);
+    }
+
+    #[test]
+    fn refuses_a_deadline_that_has_passed() {
+        let now = 1_700_000_000_000;
+        let mut late = event("evt_1", 42);
+        late.expires_at_ms = Some(now);
+        let error = prepare(&late, 1024, now, || unreachable!()).expect_err("expired");
+        assert!(matches!(
+            error,
+            PublishError::Expired { ref event_id, expires_at_ms, now_ms }
+                if event_id == "evt_1" && expires_at_ms == now && now_ms == now
+        ));
+        assert!(error.is_invalid_event());
+        assert!(error.to_string().contains("expires_at"), "{error}");
+        late.expires_at_ms = Some(now + 1);
+        let ready = prepare(&late, 1024, now, || unreachable!()).expect("in time");
+        assert_eq!(ready.expires_at_ms, Some(now + 1));
     }
 
     #[test]

@@ -1,10 +1,12 @@
 //! The subcommands, one file each, and the options they share.
 
+mod deadline;
 mod demo;
 mod dispatch;
 mod dlq;
 mod endpoint_credentials;
 mod endpoints;
+mod events;
 mod publish;
 mod topics;
 
@@ -46,6 +48,8 @@ enum Command {
     Fanout(dispatch::DispatchArgs),
     /// Inspect, redrive, resolve and archive the dead-letter topic.
     Dlq(dlq::DlqArgs),
+    /// Follow and stop events: cancel one, or its delivery to one endpoint.
+    Events(events::EventsArgs),
     /// Show deliveries, retries and the DLQ on the local stack with a scripted receiver.
     Demo(demo::DemoArgs),
 }
@@ -63,6 +67,7 @@ impl Cli {
             }
             Command::Fanout(args) => dispatch::run(args, &context, dispatch::Role::Fanout).await,
             Command::Dlq(args) => dlq::run(args, &context).await,
+            Command::Events(args) => events::run(args, &context).await,
             Command::Demo(args) => demo::run(args, &context).await,
         }
     }

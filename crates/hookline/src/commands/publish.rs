@@ -58,6 +58,8 @@ pub struct PublishArgs {
     /// Encoding of the record value.
     #[arg(long, value_enum, default_value_t = EncodingArg::Avro)]
     encoding: EncodingArg,
+    #[command(flatten)]
+    deadline: super::deadline::DeadlineArgs,
     /// Event id (default: a new UUID v7).
     #[arg(long, conflicts_with = "stdin")]
     event_id: Option<String>,
@@ -79,8 +81,8 @@ enum EncodingArg {
 
 /// How each stdin line becomes an event.
 enum LineForm {
-    /// Each line is a full event in the JSON form.
-    Event,
+    /// Each line is a full event in the JSON form; one without `expires_at_ms` gets this.
+    Event { expires_at_ms: Option<i64> },
     /// Each line is the payload of an event to this template's endpoint or tenant, and type.
     Payload(Box<WebhookEvent>),
 }
@@ -162,6 +164,7 @@ fn template(args: &PublishArgs) -> anyhow::Result<Option<WebhookEvent>> {
         content_type: args.content_type.clone(),
         headers: args.headers.iter().cloned().collect(),
         created_at_ms: 0,
+        expires_at_ms: args.deadline.now()?,
     }))
 }
 
@@ -213,8 +216,9 @@ impl LineForm {
                 event.payload = line.as_bytes().to_vec();
                 Ok(event)
             }
-            LineForm::Event => {
+            LineForm::Event { expires_at_ms } => {
                 let mut event = WebhookEvent::from_json(with_event_id(line)?.as_bytes())?;
+                event.expires_at_ms = event.expires_at_ms.or(*expires_at_ms);
                 for (name, value) in headers {
                     event
                         .headers
@@ -245,7 +249,9 @@ fn with_event_id(line: &str) -> anyhow::Result<String> {
 async fn publish_lines(args: &PublishArgs, publisher: &Publisher) -> anyhow::Result<()> {
     let form = match template(args)? {
         Some(template) => LineForm::Payload(Box::new(template)),
-        None => LineForm::Event,
+        None => LineForm::Event {
+            expires_at_ms: args.deadline.now()?,
+        },
     };
     let headers: BTreeMap<String, String> = args.headers.iter().cloned().collect();
     let lines = BufReader::new(tokio::io::stdin()).lines();
@@ -437,7 +443,11 @@ mod tests {
         ]);
         let line =
             r#"{"event_type":"a","endpoint_id":"ep","payload":1,"headers":{"X-Tenant":"acme"}}"#;
-        let event = LineForm::Event.event(line, &headers).expect("event");
+        let event = LineForm::Event {
+            expires_at_ms: None,
+        }
+        .event(line, &headers)
+        .expect("event");
         assert_eq!(event.headers["X-Tenant"], "acme");
         assert_eq!(event.headers["X-Extra"], "1");
     }

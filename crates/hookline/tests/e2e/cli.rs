@@ -78,6 +78,7 @@ async fn topics_create_then_publish_stdin_lines_with_bad_ones() {
         format!("{events}.retry.5s"),
         format!("{events}.dlq"),
         endpoints.clone(),
+        format!("{events}.cancellations"),
     ] {
         assert!(
             stdout.contains(&format!("created {name}\n")),

@@ -545,6 +545,7 @@ async fn inspect_shows_an_avro_original_as_the_event_it_was() {
         content_type: "application/json".into(),
         headers: Default::default(),
         created_at_ms: 1_700_000_000_000,
+        expires_at_ms: None,
     };
     let registry = Registry::new(&registry_settings()).expect("registry");
     let original = registry

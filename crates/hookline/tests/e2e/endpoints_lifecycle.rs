@@ -29,6 +29,7 @@ fn event(id: &str) -> WebhookEvent {
         content_type: "application/json".to_owned(),
         headers: BTreeMap::new(),
         created_at_ms: 0,
+        expires_at_ms: None,
     }
 }
 

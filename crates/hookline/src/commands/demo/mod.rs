@@ -266,6 +266,7 @@ fn demo_event(run: &str, n: usize, endpoint: &str) -> WebhookEvent {
         content_type: "application/json".to_owned(),
         headers: BTreeMap::new(),
         created_at_ms: 0,
+        expires_at_ms: None,
     }
 }
 
