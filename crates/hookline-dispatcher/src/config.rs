@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::attempts::AttemptsConfig;
 pub use crate::endpoints::LifecycleConfig;
 pub use crate::fanout::FanoutConfig;
+pub use crate::operator::OperatorWebhooksConfig;
 pub use outbound::OutboundConfig;
 
 pub use crate::telemetry::TelemetryConfig;
@@ -83,6 +84,8 @@ pub struct DispatcherConfig {
     pub attempts: AttemptsConfig,
     /// When an endpoint is disabled by the dispatcher itself.
     pub lifecycle: LifecycleConfig,
+    /// hookline's own webhooks to an operator endpoint (off unless `endpoint_id` is set).
+    pub operator_webhooks: OperatorWebhooksConfig,
 }
 
 /// A consumer group protocol.
@@ -237,6 +240,7 @@ impl Default for DispatcherConfig {
             telemetry: TelemetryConfig::default(),
             attempts: AttemptsConfig::default(),
             lifecycle: LifecycleConfig::default(),
+            operator_webhooks: OperatorWebhooksConfig::default(),
         }
     }
 }
@@ -312,7 +316,7 @@ impl Default for AdminConfig {
 /// The top-level keys: only `HOOKLINE_*` variables under one of them are config (others,
 /// such as `HOOKLINE_BOOTSTRAP_SERVERS` of the command line or `HOOKLINE_HOME` of the local
 /// stack, belong to other tools). Below a key, unknown names are refused.
-const TOP_LEVEL_KEYS: [&str; 23] = [
+const TOP_LEVEL_KEYS: [&str; 24] = [
     "kafka",
     "registry",
     "topics",
@@ -336,6 +340,7 @@ const TOP_LEVEL_KEYS: [&str; 23] = [
     "attempts",
     "fanout",
     "lifecycle",
+    "operator_webhooks",
 ];
 
 impl DispatcherConfig {

@@ -197,7 +197,9 @@ impl DispatcherConfig {
             .to_settings(&self.topics.events, &self.group_id, instance)?;
         let telemetry = self.telemetry.to_settings()?;
         let attempts = self.attempts.to_settings(&self.topics.events)?;
+        let operator_webhooks = self.operator_webhooks.to_settings()?;
         Ok(Settings {
+            operator_webhooks,
             telemetry,
             attempts,
             lifecycle: self.lifecycle.to_settings(),
@@ -455,4 +457,6 @@ pub struct Settings {
     pub ledger: Option<LedgerSettings>,
     /// When endpoints are disabled by the dispatcher itself.
     pub lifecycle: crate::endpoints::LifecycleSettings,
+    /// The operational webhooks, when an operator endpoint is configured.
+    pub operator_webhooks: Option<crate::operator::OperatorWebhooksSettings>,
 }

@@ -63,6 +63,8 @@ pub(crate) struct Ctx {
     pub telemetry: Telemetry,
     /// Disables endpoints that are gone or keep failing.
     pub lifecycle: EndpointLifecycle,
+    /// Operational webhooks (never waited for).
+    pub operator: crate::operator::Operator,
 }
 
 /// One record handed to a delivery task by the poll loop.

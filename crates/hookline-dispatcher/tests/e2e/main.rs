@@ -10,6 +10,7 @@ mod isolation;
 mod leaks;
 mod ledger;
 mod lifecycle;
+mod operator;
 mod pipeline;
 mod poison;
 mod registry_auth;
