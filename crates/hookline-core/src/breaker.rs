@@ -183,6 +183,8 @@ pub struct CircuitBreaker {
     policy: BreakerPolicy,
     window: Window,
     phase: Phase,
+    /// The results behind the last change of state.
+    decided: Tally,
 }
 
 impl CircuitBreaker {
@@ -198,6 +200,7 @@ impl CircuitBreaker {
             policy,
             window: Window::new(policy.window),
             phase: Phase::Closed,
+            decided: Tally::default(),
         }
     }
 
@@ -262,6 +265,12 @@ impl CircuitBreaker {
         }
     }
 
+    /// The results behind the last change of state, as (failures, requests): the window's
+    /// when it opened from closed, the probes' when it closed or opened again.
+    pub fn last_decision(&self) -> (u32, u32) {
+        (self.decided.failures, self.decided.total())
+    }
+
     fn record(&mut self, now: Instant, probe: bool, failed: bool) -> Option<BreakerState> {
         if self.policy.minimum_requests == 0 {
             return None;
@@ -274,6 +283,9 @@ impl CircuitBreaker {
                 let tally = self.window.tally();
                 let opens = tally.total() >= self.policy.minimum_requests
                     && self.policy.over_threshold(tally);
+                if opens {
+                    self.decided = tally;
+                }
                 return opens.then(|| self.open(now));
             }
             // Only the probes decide; answers to attempts admitted while closed do not.
@@ -289,6 +301,7 @@ impl CircuitBreaker {
                 *probes
             }
         };
+        self.decided = verdict;
         if self.policy.over_threshold(verdict) {
             return Some(self.open(now));
         }
@@ -328,6 +341,36 @@ mod tests {
         let at = start + ms(1_900);
         assert_eq!(breaker.record_failure(at, false), Some(BreakerState::Open));
         (breaker, at)
+    }
+
+    #[test]
+    fn the_results_behind_each_change_are_kept() {
+        let start = Instant::now();
+        let mut breaker = CircuitBreaker::new(BreakerPolicy::default());
+        assert_eq!(breaker.last_decision(), (0, 0));
+        for i in 0..5 {
+            breaker.record_success(start + ms(i * 100), false);
+        }
+        let mut changed = None;
+        let mut i = 5;
+        while changed.is_none() {
+            changed = breaker.record_failure(start + ms(i * 100), false);
+            i += 1;
+        }
+        assert_eq!(changed, Some(BreakerState::Open));
+        // 80 % of the window: 20 failures beside 5 successes.
+        assert_eq!(breaker.last_decision(), (20, 25));
+        let later = start + ms(60_000);
+        for _ in 0..3 {
+            assert_eq!(breaker.admit(later).0, Admission::Probe);
+        }
+        breaker.record_failure(later, true);
+        breaker.record_success(later, true);
+        assert_eq!(
+            breaker.record_success(later, true),
+            Some(BreakerState::Closed)
+        );
+        assert_eq!(breaker.last_decision(), (1, 3), "the probes decided");
     }
 
     #[test]

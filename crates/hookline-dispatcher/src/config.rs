@@ -15,6 +15,7 @@ pub use crate::attempts::AttemptsConfig;
 pub use crate::cancellations::CancellationsConfig;
 pub use crate::endpoints::LifecycleConfig;
 pub use crate::fanout::FanoutConfig;
+pub use crate::operator::OperatorWebhooksConfig;
 pub use outbound::OutboundConfig;
 
 pub use crate::telemetry::TelemetryConfig;
@@ -86,6 +87,8 @@ pub struct DispatcherConfig {
     pub lifecycle: LifecycleConfig,
     /// Cancellations (`hookline events cancel`, `<events>.cancellations`).
     pub cancellations: CancellationsConfig,
+    /// hookline's own webhooks to an operator endpoint (off unless `endpoint_id` is set).
+    pub operator_webhooks: OperatorWebhooksConfig,
 }
 
 /// A consumer group protocol.
@@ -241,6 +244,7 @@ impl Default for DispatcherConfig {
             attempts: AttemptsConfig::default(),
             lifecycle: LifecycleConfig::default(),
             cancellations: CancellationsConfig::default(),
+            operator_webhooks: OperatorWebhooksConfig::default(),
         }
     }
 }
@@ -316,7 +320,7 @@ impl Default for AdminConfig {
 /// The top-level keys: only `HOOKLINE_*` variables under one of them are config (others,
 /// such as `HOOKLINE_BOOTSTRAP_SERVERS` of the command line or `HOOKLINE_HOME` of the local
 /// stack, belong to other tools). Below a key, unknown names are refused.
-const TOP_LEVEL_KEYS: [&str; 24] = [
+const TOP_LEVEL_KEYS: [&str; 25] = [
     "kafka",
     "registry",
     "topics",
@@ -341,6 +345,7 @@ const TOP_LEVEL_KEYS: [&str; 24] = [
     "fanout",
     "lifecycle",
     "cancellations",
+    "operator_webhooks",
 ];
 
 impl DispatcherConfig {

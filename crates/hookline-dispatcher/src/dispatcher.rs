@@ -30,6 +30,7 @@ use crate::fanout;
 use crate::http::{ClientFactory, HttpSender};
 use crate::ledger::Ledger;
 use crate::metrics::Metrics;
+use crate::operator::{self, Operator};
 use crate::poll::{DispatchConsumer, lag_gauge, run_loop};
 use crate::settings::Settings;
 use crate::shared::Shared;
@@ -109,6 +110,7 @@ pub async fn start(settings: Settings, shutdown: CancellationToken) -> Result<Ru
     let registry = Arc::new(Registry::new(&settings.registry)?);
     let schema_id = register_dlq_schema(&settings, &registry).await?;
     let attempt_log = attempt_log(&settings, &registry, &metrics, &tracker, &shutdown).await?;
+    let operator = operator::start(&settings, &metrics.operator, &tracker, &shutdown)?;
 
     let mut topics = vec![settings.events_topic.clone(), settings.dlq_topic.clone()];
     topics.extend(settings.tiers.topics(&settings.events_topic));
@@ -120,6 +122,7 @@ pub async fn start(settings: Settings, shutdown: CancellationToken) -> Result<Ru
 
     let endpoints = load_endpoints(&settings, &metrics, &tracker, &shutdown).await?;
     let cancellations = load_cancellations(&settings, &tracker, &shutdown).await?;
+    watch_operator_endpoint(&settings, &endpoints, &operator);
     if settings.fanout.enabled {
         let stage = fanout_stage(&settings, &registry, &endpoints, &metrics, schema_id).await?;
         let stage = fanout::Stage {
@@ -154,8 +157,9 @@ pub async fn start(settings: Settings, shutdown: CancellationToken) -> Result<Ru
         metrics: metrics.clone(),
         global: Arc::new(Semaphore::new(settings.max_in_flight)),
         telemetry: Telemetry::new(settings.telemetry.as_ref())?,
-        lifecycle: lifecycle(&settings, &metrics)?,
+        lifecycle: lifecycle(&settings, &metrics)?.with_operator(operator.clone()),
         cancellations,
+        operator,
         settings: Arc::clone(&settings),
     });
 
@@ -507,6 +511,23 @@ pub(crate) async fn fanout_stage(
         event_schema_id,
         attempt_log: attempts::AttemptLog::disabled(&settings.dispatcher_id),
     })
+}
+
+/// Once the endpoint table is loaded: `endpoint.enabled` from its changes, and a warning when
+/// the operator endpoint is not (yet) in it (its notices are parked `unknown_endpoint` until
+/// it is).
+fn watch_operator_endpoint(settings: &Settings, endpoints: &EndpointTable, operator: &Operator) {
+    let Some(ops) = &settings.operator_webhooks else {
+        return;
+    };
+    endpoints.notify_enabled_to(operator.clone());
+    if endpoints.get(&ops.endpoint_id).is_none() {
+        tracing::warn!(
+            endpoint = ops.endpoint_id,
+            "operator_webhooks.endpoint_id is not in the endpoint table; its notices are parked \
+             until it is"
+        );
+    }
 }
 
 /// Registers the attempt schema and starts the attempt log's writer, when enabled.

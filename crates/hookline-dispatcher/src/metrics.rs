@@ -16,6 +16,7 @@ use prometheus_client::registry::Registry;
 use crate::attempts::AttemptLogMetrics;
 use crate::endpoints::lifecycle::LifecycleMetrics;
 use crate::fanout::FanoutMetrics;
+use crate::operator::OperatorMetrics;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StatusLabel {
@@ -88,6 +89,8 @@ pub struct Metrics {
     pub(crate) attempt_log: AttemptLogMetrics,
     /// The endpoint lifecycle's metrics, in the same registry.
     pub(crate) lifecycle: LifecycleMetrics,
+    /// The operational webhooks' metrics, in the same registry.
+    pub(crate) operator: OperatorMetrics,
 }
 
 /// Running totals of one dispatcher, for programs that embed it (the demo's summary).
@@ -218,7 +221,9 @@ impl Metrics {
         let fanout = FanoutMetrics::register(&mut registry);
         let attempt_log = AttemptLogMetrics::register(&mut registry);
         let lifecycle = LifecycleMetrics::register(&mut registry);
+        let operator = OperatorMetrics::register(&mut registry);
         Metrics {
+            operator,
             fanout,
             attempt_log,
             lifecycle,

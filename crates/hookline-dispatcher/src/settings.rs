@@ -198,8 +198,10 @@ impl DispatcherConfig {
         let telemetry = self.telemetry.to_settings()?;
         let attempts = self.attempts.to_settings(&self.topics.events)?;
         let cancellations = self.cancellations.to_settings(&self.topics.events)?;
+        let operator_webhooks = self.operator_webhooks.to_settings()?;
         Ok(Settings {
             cancellations,
+            operator_webhooks,
             telemetry,
             attempts,
             lifecycle: self.lifecycle.to_settings(),
@@ -459,4 +461,6 @@ pub struct Settings {
     pub lifecycle: crate::endpoints::LifecycleSettings,
     /// Cancellations.
     pub cancellations: crate::cancellations::CancellationsSettings,
+    /// The operational webhooks, when an operator endpoint is configured.
+    pub operator_webhooks: Option<crate::operator::OperatorWebhooksSettings>,
 }

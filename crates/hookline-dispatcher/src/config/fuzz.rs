@@ -72,6 +72,10 @@ const KEYS: &[(&str, &str)] = &[
     ("ledger", "ttl_s"),
     ("ledger", "key_prefix"),
     ("ledger", "timeout_ms"),
+    ("operator_webhooks", "endpoint_id"),
+    ("operator_webhooks", "events"),
+    ("operator_webhooks", "min_interval_ms"),
+    ("operator_webhooks", "max_per_minute"),
 ];
 
 fn string(text: &str) -> String {

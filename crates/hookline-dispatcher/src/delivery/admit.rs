@@ -17,6 +17,7 @@ use tokio::sync::{AcquireError, OwnedSemaphorePermit};
 use super::validate::Target;
 use super::{Ctx, Delivery, Halt};
 use crate::metrics::Metrics;
+use crate::operator::{Operator, hooks};
 
 /// What an admitted attempt holds until its verdict.
 pub(crate) struct Admitted {
@@ -33,6 +34,7 @@ struct BreakerTicket {
     probe: bool,
     endpoint: String,
     metrics: Metrics,
+    operator: Operator,
 }
 
 fn lock(breaker: &Mutex<CircuitBreaker>) -> MutexGuard<'_, CircuitBreaker> {
@@ -60,6 +62,7 @@ impl Admitted {
         };
         if let Some(state) = changed {
             ticket.metrics.breaker_changed(&ticket.endpoint, state);
+            hooks::circuit(&ticket.operator, &ticket.endpoint, state, &ticket.breaker);
         }
         // The verdict is in: nothing to free on drop.
         ticket.probe = false;
@@ -153,6 +156,7 @@ fn breaker_ticket(ctx: &Ctx, target: &Target) -> Result<BreakerTicket, Halt> {
         probe,
         endpoint: endpoint.id.clone(),
         metrics: ctx.metrics.clone(),
+        operator: ctx.operator.clone(),
     })
 }
 

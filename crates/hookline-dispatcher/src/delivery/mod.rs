@@ -66,6 +66,8 @@ pub(crate) struct Ctx {
     pub lifecycle: EndpointLifecycle,
     /// The cancellations known (empty when they are not read).
     pub cancellations: Arc<CancellationSet>,
+    /// Operational webhooks (never waited for).
+    pub operator: crate::operator::Operator,
 }
 
 /// One record handed to a delivery task by the poll loop.

@@ -19,6 +19,7 @@ use super::{Ctx, Delivery, Job, now_ms};
 use crate::envelope::{Failure, build_envelope};
 use crate::events::Outcome;
 use crate::http::Attempt;
+use crate::operator;
 use crate::record::SourceRecord;
 
 /// The outcome could not be made durable before the dispatcher had to stop (or the
@@ -80,11 +81,14 @@ impl Writer {
     ) -> Result<(), WriteError> {
         let headers = carried_headers(record, meta);
         let (key, value) = (record.key.as_deref(), record.value.as_deref());
-        self.produce(topic, key, value, &headers, cancel).await
+        self.produce(topic, key, value, &headers, cancel)
+            .await
+            .map(|_| ())
     }
 
     /// The one write loop: waits out a broker that is down (backing off), returns at once
-    /// on a permanent error or when cancelled.
+    /// on a permanent error or when cancelled. Returns where the record was written
+    /// (partition, offset).
     async fn produce(
         &self,
         topic: &str,
@@ -92,7 +96,7 @@ impl Writer {
         value: Option<&[u8]>,
         headers: &[(String, Vec<u8>)],
         cancel: &CancellationToken,
-    ) -> Result<(), WriteError> {
+    ) -> Result<(i32, i64), WriteError> {
         let mut backoff = FIRST_BACKOFF;
         loop {
             let mut owned = OwnedHeaders::new_with_capacity(headers.len());
@@ -114,7 +118,7 @@ impl Writer {
                 sent = self.producer.send(record, Duration::from_secs(30)) => sent,
             };
             let error = match sent {
-                Ok(_) => return Ok(()),
+                Ok(written) => return Ok((written.partition, written.offset)),
                 Err((error, _)) => error,
             };
             if is_permanent(&error) {
@@ -332,7 +336,15 @@ pub(crate) async fn park(
             )
             .await
         {
-            Ok(()) => {
+            Ok(written) => {
+                operator::hooks::parked(
+                    &ctx.operator,
+                    job,
+                    record,
+                    &failure,
+                    &writer.dlq_topic,
+                    written,
+                );
                 return Ok(Outcome::Parked {
                     reason: failure.reason,
                     message: failure.message,

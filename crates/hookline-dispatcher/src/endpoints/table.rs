@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
@@ -20,6 +20,7 @@ use hookline_core::breaker::{BreakerPolicy, CircuitBreaker};
 
 use super::lifecycle::LifecycleState;
 use crate::http::{ClientFactory, endpoint_tls};
+use crate::operator::{Operator, hooks};
 
 /// Defaults applied to endpoints whose configuration leaves a field out.
 #[derive(Clone, Debug)]
@@ -115,6 +116,8 @@ pub struct EndpointTable {
     read_more: Notify,
     /// How many endpoints are disabled.
     disabled: Gauge,
+    /// Told when a disabled endpoint is enabled again, once the table is loaded.
+    operator: OnceLock<Operator>,
 }
 
 impl EndpointTable {
@@ -127,7 +130,14 @@ impl EndpointTable {
             read_to: Mutex::new(BTreeMap::new()),
             read_more: Notify::new(),
             disabled: Gauge::default(),
+            operator: OnceLock::new(),
         }
+    }
+
+    /// From now on, sends `endpoint.enabled` through `operator` when a disabled endpoint is
+    /// enabled again (called once the table is loaded, so that history is no news).
+    pub(crate) fn notify_enabled_to(&self, operator: Operator) {
+        let _ = self.operator.set(operator);
     }
 
     /// The same table, counting its disabled endpoints in `gauge`.
@@ -282,6 +292,14 @@ impl EndpointTable {
             Some(_) | None => Arc::default(),
         };
         let was_disabled = endpoints.get(id).map(|old| !old.config.enabled);
+        if let Some(operator) = self.operator.get() {
+            hooks::table_changed(
+                operator,
+                id,
+                endpoints.get(id).map(|old| &old.config),
+                &config,
+            );
+        }
         let endpoint = Endpoint {
             id: id.to_owned(),
             config,

@@ -12,6 +12,7 @@ mod isolation;
 mod leaks;
 mod ledger;
 mod lifecycle;
+mod operator;
 mod pipeline;
 mod poison;
 mod registry_auth;

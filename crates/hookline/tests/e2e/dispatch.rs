@@ -221,10 +221,17 @@ async fn dispatch_with(env: &[(&str, &str)], args: &[&str]) -> (std::process::Ex
 
 #[tokio::test]
 async fn a_bad_configuration_stops_start_up_with_a_message_naming_the_field() {
-    let cases: [(&[(&str, &str)], &str); 3] = [
+    let cases: [(&[(&str, &str)], &str); 4] = [
         (&[("HOOKLINE_RETRY__MAX_ATTEMPS", "3")], "max_attemps"),
         (&[("HOOKLINE_RETRY__BASE_MS", "0")], "retry.base_ms"),
         (&[("HOOKLINE_HTTP__TIMEOUT_MS", "soon")], "TIMEOUT_MS"),
+        (
+            &[
+                ("HOOKLINE_OPERATOR_WEBHOOKS__ENDPOINT_ID", "ep-ops"),
+                ("HOOKLINE_OPERATOR_WEBHOOKS__MAX_PER_MINUTE", "0"),
+            ],
+            "operator_webhooks.max_per_minute",
+        ),
     ];
     for (env, field) in cases {
         let (status, stderr) = dispatch_with(env, &[]).await;

@@ -23,6 +23,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use super::Endpoint;
+use crate::operator::{Operator, hooks};
 
 /// Why an endpoint is disabled: a low-cardinality code and what the last attempt got.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -146,6 +147,8 @@ pub(crate) struct EndpointLifecycle {
     /// The endpoints topic; `None` (a file only): nothing can be written back.
     store: Option<Arc<EndpointStore>>,
     metrics: LifecycleMetrics,
+    /// Told of every disable this dispatcher writes.
+    operator: Operator,
 }
 
 impl EndpointLifecycle {
@@ -158,7 +161,13 @@ impl EndpointLifecycle {
             settings,
             store: store.map(Arc::new),
             metrics,
+            operator: Operator::off(),
         }
+    }
+
+    /// The same lifecycle, sending `endpoint.disabled` through `operator`.
+    pub fn with_operator(self, operator: Operator) -> Self {
+        EndpointLifecycle { operator, ..self }
     }
 
     /// Records one attempt to `endpoint`'s own URL; when it is to be disabled, starts the
@@ -186,8 +195,11 @@ impl EndpointLifecycle {
             self.metrics.clone(),
             Arc::clone(endpoint),
         );
+        let operator = self.operator.clone();
         tokio::spawn(async move {
-            write_back(&store, &endpoint, &reason, now_ms, &metrics).await;
+            if write_back(&store, &endpoint, &reason, now_ms, &metrics).await {
+                hooks::disabled(&operator, &endpoint.id, &reason.text(), now_ms);
+            }
             lock(&endpoint.lifecycle).disabling = false;
         });
     }
@@ -205,13 +217,14 @@ pub fn disabled(seen: &EndpointConfig, reason: String, at_ms: i64) -> EndpointCo
 
 /// Writes `endpoint` disabled, only if the topic still holds the config the decision was
 /// made on: a newer config, or the same disable by another replica, is left as it is.
+/// Whether it was written.
 async fn write_back(
     store: &EndpointStore,
     endpoint: &Endpoint,
     reason: &DisableReason,
     at_ms: i64,
     metrics: &LifecycleMetrics,
-) {
+) -> bool {
     let config = disabled(&endpoint.config, reason.text(), at_ms);
     match store
         .put_if_current(&endpoint.id, &endpoint.config, &config)
@@ -224,6 +237,7 @@ async fn write_back(
                 reason = reason.text(),
                 "endpoint disabled"
             );
+            return true;
         }
         Ok(PutIf::Changed(_)) => tracing::info!(
             endpoint = endpoint.id,
@@ -236,6 +250,7 @@ async fn write_back(
             "disabling the endpoint failed; the next failed attempt tries again"
         ),
     }
+    false
 }
 
 fn lock(state: &Mutex<LifecycleState>) -> std::sync::MutexGuard<'_, LifecycleState> {

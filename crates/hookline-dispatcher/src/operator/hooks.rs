@@ -1,0 +1,122 @@
+//! The notices, built where the dispatcher learns what they tell: a delivery parked, a
+//! circuit opened or closed, an endpoint disabled or enabled again. Each builds one notice
+//! and hands it over without waiting.
+
+use std::sync::Mutex;
+
+use hookline_core::breaker::{BreakerState, CircuitBreaker};
+use hookline_core::endpoint::EndpointConfig;
+use hookline_core::envelope::derived_event_id;
+
+use super::Operator;
+use super::notice::{Notice, Parked};
+use crate::delivery::{Job, now_ms};
+use crate::envelope::Failure;
+use crate::record::SourceRecord;
+
+/// A delivery was written to `dlq_topic` at `partition`/`offset`.
+pub(crate) fn parked(
+    operator: &Operator,
+    job: &Job<'_>,
+    source: &SourceRecord,
+    failure: &Failure,
+    dlq_topic: &str,
+    (partition, offset): (i32, i64),
+) {
+    if !operator.is_on() {
+        return;
+    }
+    let event = job.event.as_ref();
+    let meta = &job.meta;
+    let event_id = event.map_or_else(
+        || {
+            derived_event_id(
+                &meta.original_topic,
+                meta.original_partition,
+                meta.original_offset,
+            )
+        },
+        |event| event.event_id.clone(),
+    );
+    let endpoint_id = event
+        .and_then(|e| e.endpoint_id.clone())
+        .or_else(|| {
+            source
+                .key
+                .as_deref()
+                .and_then(|k| std::str::from_utf8(k).ok())
+                .map(str::to_owned)
+        })
+        .unwrap_or_default();
+    let notice = Notice::parked(
+        &Parked {
+            event_id: &event_id,
+            endpoint_id: &endpoint_id,
+            tenant_id: event.and_then(|e| e.tenant_id.as_deref()),
+            reason: failure.reason.code(),
+            dlq_topic,
+            partition,
+            offset,
+            attempts: meta.attempt,
+            last_status: failure.last_status,
+            last_error: &failure.message,
+        },
+        now_ms(),
+    );
+    operator.notify(notice);
+}
+
+/// `endpoint`'s circuit changed to `state` (half-open is no news).
+pub(crate) fn circuit(
+    operator: &Operator,
+    endpoint: &str,
+    state: BreakerState,
+    breaker: &Mutex<CircuitBreaker>,
+) {
+    if !operator.is_on() {
+        return;
+    }
+    let now = now_ms();
+    let notice = match state {
+        BreakerState::Open => {
+            let (failures, requests) = breaker
+                .lock()
+                .map_or((0, 0), |breaker| breaker.last_decision());
+            operator.circuit_opened_at(endpoint, Some(now));
+            Notice::circuit_opened(endpoint, failures, requests, now)
+        }
+        BreakerState::Closed => {
+            let opened_at = operator.circuit_opened_at(endpoint, None);
+            Notice::circuit_closed(endpoint, opened_at, now)
+        }
+        BreakerState::HalfOpen => return,
+    };
+    operator.notify(notice);
+}
+
+/// The dispatcher disabled `endpoint` for `reason` at `at_ms` (its write-back was taken).
+pub(crate) fn disabled(operator: &Operator, endpoint: &str, reason: &str, at_ms: i64) {
+    if operator.is_on() {
+        operator.notify(Notice::disabled(endpoint, reason, at_ms));
+    }
+}
+
+/// The endpoint table took `config` for `endpoint`, which was `was` before.
+pub(crate) fn table_changed(
+    operator: &Operator,
+    endpoint: &str,
+    was: Option<&EndpointConfig>,
+    config: &EndpointConfig,
+) {
+    let Some(was) = was else { return };
+    if !operator.is_on() || was.enabled || !config.enabled {
+        return;
+    }
+    let notice = Notice::enabled(
+        endpoint,
+        was.disabled_reason.as_deref(),
+        was.disabled_at_ms,
+        now_ms(),
+    );
+    operator.notify(notice);
+}
