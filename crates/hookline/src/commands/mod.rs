@@ -5,6 +5,7 @@ mod dispatch;
 mod dlq;
 mod endpoint_credentials;
 mod endpoints;
+mod events;
 mod publish;
 mod topics;
 
@@ -48,6 +49,8 @@ enum Command {
     Dlq(dlq::DlqArgs),
     /// Show deliveries, retries and the DLQ on the local stack with a scripted receiver.
     Demo(demo::DemoArgs),
+    /// One event's history from the attempt log (`show`), or follow it live (`tail`).
+    Events(events::EventsArgs),
 }
 
 impl Cli {
@@ -64,6 +67,7 @@ impl Cli {
             Command::Fanout(args) => dispatch::run(args, &context, dispatch::Role::Fanout).await,
             Command::Dlq(args) => dlq::run(args, &context).await,
             Command::Demo(args) => demo::run(args, &context).await,
+            Command::Events(args) => events::run(args, &context).await,
         }
     }
 }
