@@ -6,6 +6,7 @@ mod dispatch;
 mod dlq_cli;
 mod egress;
 mod endpoints_lifecycle;
+mod events_history;
 mod fanout;
 mod kafka_properties;
 mod leaks;
