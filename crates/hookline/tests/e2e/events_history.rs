@@ -51,7 +51,7 @@ fn config_file(dir: &Path, name: &str, group: &str, topics: &TestTopics) -> std:
         format!(
             "group_id = \"{group}\"\ndispatcher_id = \"{name}\"\n\n[topics]\nretry_tiers = [{}]\n\n\
              [retry]\nbase_ms = 200\ncap_ms = 200\nmax_attempts = 2\n\n[outbound]\nallow_loopback = true\n\n\
-             [admin]\nlisten = \"127.0.0.1:0\"\n",
+             [admin]\nlisten = \"127.0.0.1:0\"\n\n[attempts]\nmax_body_excerpt_bytes = 64\n",
             topics.tiers_toml()
         ),
     )
@@ -97,7 +97,10 @@ async fn show_tells_a_retried_parked_redriven_delivered_event_across_two_dispatc
         if n < 2 {
             Reply::Body {
                 status: 500,
-                body: "upstream down; see https://status.example/x?token=s3cr3t-77".to_owned(),
+                body: format!(
+                    "upstream down; see https://status.example/x?token=s3cr3t-77 {}",
+                    "x".repeat(500)
+                ),
             }
         } else {
             Reply::Body {
