@@ -561,3 +561,96 @@ async fn topics_create_gives_the_attempt_log_its_configured_retention() {
         "as many as --partitions"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn show_tells_a_tenant_event_with_its_fan_out_and_each_delivery() {
+    let kafka = kafka_settings();
+    let topics = TestTopics::new("evfan", &["200ms"]);
+    topics.create(&kafka, 2).await;
+    let receiver = hookline_testkit::Receiver::start().await;
+    let producer: FutureProducer = kafka.producer_config().create().expect("producer");
+    for name in ["ep-a", "ep-b"] {
+        let url = receiver.script(name, |_| Reply::Status(204));
+        let config = serde_json::json!({"url": url, "secrets": [SECRET], "tenant": "acme",
+            "event_types": ["order.*"]})
+        .to_string();
+        producer
+            .send(
+                FutureRecord::to(&topics.endpoints)
+                    .key(name)
+                    .payload(&config),
+                DEADLINE,
+            )
+            .await
+            .expect("endpoint written");
+    }
+    let dir = std::env::temp_dir().join(unique_name("evfan"));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let group = unique_name("evfan-group");
+    let mut child = dispatcher(
+        "disp-f",
+        &topics,
+        &config_file(&dir, "disp-f", &group, &topics),
+        &dir,
+    );
+    let id = unique_name("evt-tenant");
+    let value = serde_json::json!({
+        "event_id": id, "event_type": "order.created", "tenant_id": "acme", "payload": {"n": 1},
+    })
+    .to_string();
+    producer
+        .send(
+            FutureRecord::to(&topics.fanout).key("acme").payload(&value),
+            DEADLINE,
+        )
+        .await
+        .expect("tenant event written");
+    let published = hookline_testkit::read_all(&kafka, &topics.fanout, 1, DEADLINE).await;
+    let published = rdkafka::message::Message::timestamp(&published[0])
+        .to_millis()
+        .expect("a timestamp");
+    let json = wait_until(DEADLINE, "both deliveries in the story", || async {
+        let out = show(&topics, &[&id, "--output", "json"]).await;
+        let json: Value = serde_json::from_str(&stdout(&out)).ok()?;
+        (step_names(&json)
+            .iter()
+            .filter(|s| *s == "delivered")
+            .count()
+            == 2)
+            .then_some(json)
+    })
+    .await;
+    assert_eq!(
+        step_names(&json),
+        [
+            "published",
+            "fanned_out",
+            "attempt",
+            "delivered",
+            "attempt",
+            "delivered"
+        ]
+    );
+    assert_eq!(json["tenant_id"], "acme");
+    assert_eq!(json["endpoints"], serde_json::json!(["ep-a", "ep-b"]));
+    let steps = json["steps"].as_array().expect("steps");
+    assert_eq!(
+        steps[0]["at_ms"], published,
+        "the tenant event's own timestamp"
+    );
+    assert_eq!(steps[1]["deliveries"], 2);
+    assert!(
+        steps
+            .iter()
+            .skip(1)
+            .all(|s| s["published_at_ms"] == published),
+        "every delivery knows when its tenant event was published: {json}"
+    );
+    let text = stdout(&show(&topics, &[&id]).await);
+    assert!(
+        text.starts_with(&format!("event {id} (tenant acme): 6 steps, 2 endpoints")),
+        "{text}"
+    );
+    assert!(text.contains("to 2 deliveries"), "{text}");
+    assert!(terminate(&mut child).await.success());
+}
