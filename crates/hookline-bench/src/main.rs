@@ -6,6 +6,7 @@
 
 mod baseline;
 mod fixture;
+mod history;
 mod index;
 mod machine;
 mod process;
@@ -47,6 +48,8 @@ enum Command {
     /// Heap bytes and lookup time of the subscription index against a plain table of the
     /// same subscriptions (no Kafka).
     Index(index::IndexArgs),
+    /// How long `hookline events show` takes to find one event among many attempt records.
+    History(history::HistoryArgs),
 }
 
 /// Options of a benchmark run.
@@ -122,6 +125,7 @@ fn main() -> ExitCode {
         // Outside the async runtime: nothing else allocates while the heap is measured.
         Some(Command::Index(args)) => index::run(args),
         Some(Command::Baseline(args)) => block_on(baseline::run(args)),
+        Some(Command::History(args)) => block_on(history::run(args)),
         None => block_on(run::run(cli.bench)),
     };
     match result {

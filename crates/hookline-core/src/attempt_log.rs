@@ -61,7 +61,8 @@ impl AttemptKind {
     }
 }
 
-/// One record of the attempt log (schema `webhook_attempt.v1.avsc`).
+/// One record of the attempt log (schema `webhook_attempt.v2.avsc`; version 1 records read
+/// with the version 2 fields `None`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AttemptRecord {
     /// The event id; also the record key.
@@ -94,6 +95,10 @@ pub struct AttemptRecord {
     pub dispatcher_id: String,
     /// The W3C trace id.
     pub trace_id: Option<String>,
+    /// When the event was first published (its Kafka timestamp), epoch milliseconds.
+    pub published_at_ms: Option<i64>,
+    /// The DLQ record (`<dlq topic>/<partition>/<offset>`) this delivery was redriven from.
+    pub redriven_from: Option<String>,
 }
 
 /// Why an attempt-log record could not be encoded or decoded.
@@ -183,6 +188,11 @@ impl AttemptRecord {
                 Value::String(self.dispatcher_id.clone()),
             ),
             ("trace_id".into(), opt_str(&self.trace_id)),
+            (
+                "published_at".into(),
+                nullable(self.published_at_ms.map(Value::TimestampMillis)),
+            ),
+            ("redriven_from".into(), opt_str(&self.redriven_from)),
         ])
     }
 
@@ -215,6 +225,13 @@ impl AttemptRecord {
         if rest > 0 {
             return Err(AttemptLogError::TrailingBytes(rest));
         }
+        Self::from_avro_value(value)
+    }
+
+    /// Reads a record from an Avro value of any version of the attempt schema (as the
+    /// registry client decodes it with its writer schema): fields a version lacks are
+    /// `None`.
+    pub fn from_avro_value(value: Value) -> Result<Self, AttemptLogError> {
         let mut f = RecordFields::new(value)?;
         let kind = match f.take("kind") {
             Some(Value::Enum(_, symbol) | Value::String(symbol)) => {
@@ -266,6 +283,8 @@ impl AttemptRecord {
             deliveries,
             dispatcher_id: f.string("dispatcher_id")?,
             trace_id: f.opt_string("trace_id")?,
+            published_at_ms: f.opt_long("published_at")?,
+            redriven_from: f.opt_string("redriven_from")?,
         })
     }
 }

@@ -25,6 +25,15 @@ pub const LAST_ERROR: &str = "hookline-last-error";
 /// W3C trace context, passed on to the HTTP request.
 pub const TRACEPARENT: &str = "traceparent";
 
+/// When the event was first published, epoch milliseconds: the Kafka timestamp of its
+/// record on the events topic (or, for a tenant event, the fan-out topic). A provenance
+/// header, not retry state: the dispatcher adds it to a fresh record it consumes and it is
+/// carried, unchanged, to tier records, the DLQ and redrives, for the attempt log.
+pub const PUBLISHED_AT: &str = "hookline-published-at";
+/// The DLQ record a redrive came from, `<dlq topic>/<partition>/<offset>` (written by
+/// `hookline dlq redrive`, carried on the retries that follow).
+pub const REDRIVEN_FROM: &str = "hookline-redriven-from";
+
 /// Prefix of every hookline header.
 pub const PREFIX: &str = "hookline-";
 

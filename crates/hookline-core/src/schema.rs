@@ -54,8 +54,12 @@ pub const DLQ_ENVELOPE_CURRENT: &str = DLQ_ENVELOPE_V5;
 /// version 1.
 pub const WEBHOOK_ATTEMPT_V1: &str = include_str!("../../../schemas/webhook_attempt.v1.avsc");
 
+/// Version 2 of the attempt-log schema: version 1 with `published_at` and `redriven_from`
+/// (nullable, default null), a backward-compatible evolution.
+pub const WEBHOOK_ATTEMPT_V2: &str = include_str!("../../../schemas/webhook_attempt.v2.avsc");
+
 /// The attempt-log schema hookline writes and registers.
-pub const WEBHOOK_ATTEMPT_CURRENT: &str = WEBHOOK_ATTEMPT_V1;
+pub const WEBHOOK_ATTEMPT_CURRENT: &str = WEBHOOK_ATTEMPT_V2;
 
 static WEBHOOK_ATTEMPT: LazyLock<Schema> = LazyLock::new(|| {
     Schema::parse_str(WEBHOOK_ATTEMPT_CURRENT).expect("the current attempt schema is valid")

@@ -9,6 +9,7 @@ pub mod escape;
 pub mod filter;
 #[cfg(test)]
 mod fuzz;
+pub mod history;
 pub mod json;
 pub mod original;
 pub mod reader;

@@ -31,6 +31,13 @@ pub enum Reply {
         /// The status.
         status: u16,
     },
+    /// Answer with `status` and this body (`text/plain`).
+    Body {
+        /// The status.
+        status: u16,
+        /// The response body.
+        body: String,
+    },
     /// Never answer (the connection stays open until the client gives up).
     Hang,
 }
@@ -181,6 +188,12 @@ async fn handle(
                 .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
                 .into_response()
         }
+        Reply::Body { status, body } => (
+            StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            [("content-type", "text/plain; charset=utf-8")],
+            body,
+        )
+            .into_response(),
         Reply::Hang => {
             tokio::time::sleep(Duration::from_secs(3600)).await;
             StatusCode::GATEWAY_TIMEOUT.into_response()

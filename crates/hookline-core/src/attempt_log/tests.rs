@@ -1,5 +1,5 @@
 use super::*;
-use crate::schema::WEBHOOK_ATTEMPT_V1;
+use crate::schema::{WEBHOOK_ATTEMPT_V1, WEBHOOK_ATTEMPT_V2};
 
 fn full() -> AttemptRecord {
     AttemptRecord {
@@ -18,6 +18,8 @@ fn full() -> AttemptRecord {
         deliveries: Some(3),
         dispatcher_id: "d-1".to_owned(),
         trace_id: Some("4bf92f3577b34da6a3ce929d0e0e4736".to_owned()),
+        published_at_ms: Some(1_700_000_000_000),
+        redriven_from: Some("ev.dlq/0/7".to_owned()),
     }
 }
 
@@ -38,12 +40,14 @@ fn minimal() -> AttemptRecord {
         deliveries: None,
         dispatcher_id: "d-1".to_owned(),
         trace_id: None,
+        published_at_ms: None,
+        redriven_from: None,
     }
 }
 
 #[test]
 fn records_round_trip_through_the_schema_file() {
-    let file = Schema::parse_str(WEBHOOK_ATTEMPT_V1).expect("the schema file parses");
+    let file = Schema::parse_str(WEBHOOK_ATTEMPT_V2).expect("the schema file parses");
     for kind in AttemptKind::ALL {
         for record in [full(), minimal()] {
             let record = AttemptRecord { kind, ..record };
@@ -61,7 +65,7 @@ fn records_round_trip_through_the_schema_file() {
 
 #[test]
 fn every_field_and_kind_is_documented() {
-    let Schema::Record(record) = Schema::parse_str(WEBHOOK_ATTEMPT_V1).expect("parses") else {
+    let Schema::Record(record) = Schema::parse_str(WEBHOOK_ATTEMPT_V2).expect("parses") else {
         panic!("not a record");
     };
     assert_eq!(record.name.fullname(None), "dev.hookline.WebhookAttempt");
@@ -166,4 +170,63 @@ fn partitions_are_in_range() {
     }
     // 21 hashes to -973932308: positive part 1173551340, % 6 = 0.
     assert_eq!(partition_for(b"21", 6), Some(0));
+}
+
+/// A record written with version 1 (by a dispatcher from before version 2) reads as version
+/// 2 with the new fields `None`, from its datum and from the registry's decoded value.
+#[test]
+fn version_1_records_stay_readable() {
+    let v1 = Schema::parse_str(WEBHOOK_ATTEMPT_V1).expect("v1 parses");
+    let record = AttemptRecord {
+        published_at_ms: None,
+        redriven_from: None,
+        ..full()
+    };
+    let mut value = record.to_avro_value();
+    if let Value::Record(fields) = &mut value {
+        fields.retain(|(name, _)| name != "published_at" && name != "redriven_from");
+    }
+    assert!(value.validate(&v1), "a version 1 value");
+    let datum = crate::avro_util::encode(&v1, value.clone()).expect("encodes with v1");
+    assert_eq!(
+        AttemptRecord::from_avro_datum(&datum, &v1).expect("decodes"),
+        record
+    );
+    assert_eq!(
+        AttemptRecord::from_avro_value(value).expect("reads"),
+        record
+    );
+}
+
+/// Version 2 only adds nullable fields with a null default to version 1, so that records of
+/// both versions read with either schema (the registry's BACKWARD and FORWARD rules).
+#[test]
+fn version_2_is_version_1_plus_nullable_fields() {
+    let fields = |text: &str| match Schema::parse_str(text).expect("parses") {
+        Schema::Record(record) => record.fields,
+        _ => panic!("not a record"),
+    };
+    let (v1, v2) = (fields(WEBHOOK_ATTEMPT_V1), fields(WEBHOOK_ATTEMPT_V2));
+    for (old, new) in v1.iter().zip(&v2) {
+        assert_eq!(old.name, new.name);
+        assert_eq!(old.schema, new.schema, "{}", old.name);
+    }
+    let added: Vec<&str> = v2[v1.len()..].iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(added, ["published_at", "redriven_from"]);
+    for field in &v2[v1.len()..] {
+        assert_eq!(
+            field.default,
+            Some(serde_json::Value::Null),
+            "{}",
+            field.name
+        );
+        assert!(matches!(field.schema, Schema::Union(_)), "{}", field.name);
+    }
+    let full = full();
+    let datum = crate::avro_util::encode(webhook_attempt_schema(), full.to_avro_value())
+        .expect("encodes with v2");
+    let v1 = Schema::parse_str(WEBHOOK_ATTEMPT_V1).expect("v1 parses");
+    let (old, _) = crate::avro_util::decode(&datum, webhook_attempt_schema(), &v1)
+        .expect("a v1 reader reads a v2 record");
+    assert!(old.validate(&v1));
 }

@@ -30,12 +30,22 @@ fn base(log: &AttemptLog, event_id: String, kind: AttemptKind, attempt: u32) -> 
         deliveries: None,
         dispatcher_id: log.dispatcher_id(),
         trace_id: None,
+        published_at_ms: None,
+        redriven_from: None,
     }
+}
+
+/// The provenance a record of `source` carries: when the event was first published, and
+/// the DLQ record it was redriven from.
+fn provenance(record: &mut AttemptRecord, source: &SourceRecord) {
+    record.published_at_ms = source.published_at_ms();
+    record.redriven_from = source.redriven_from();
 }
 
 /// Logs HTTP attempt `attempt_no` of `event` to endpoint `endpoint_id`.
 pub(crate) fn attempt(
     log: &AttemptLog,
+    source: &SourceRecord,
     event: &WebhookEvent,
     endpoint_id: &str,
     attempt_no: u32,
@@ -65,6 +75,7 @@ pub(crate) fn attempt(
         .as_deref()
         .and_then(trace_id_of)
         .map(str::to_owned);
+    provenance(&mut record, source);
     log.push(record);
 }
 
@@ -108,6 +119,7 @@ pub(crate) fn outcome(log: &AttemptLog, job: &Job<'_>, source: &SourceRecord, ou
     record.tier = tier;
     record.reason = Some(reason.to_owned());
     record.trace_id = trace_of(source);
+    provenance(&mut record, source);
     log.push(record);
 }
 
@@ -125,6 +137,7 @@ pub(crate) fn fanned_out(
     record.tenant_id.clone_from(&event.tenant_id);
     record.deliveries = Some(u32::try_from(deliveries).unwrap_or(u32::MAX));
     record.trace_id = trace_of(source);
+    provenance(&mut record, source);
     log.push(record);
 }
 

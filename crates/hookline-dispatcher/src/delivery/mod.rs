@@ -220,6 +220,7 @@ async fn stages(ctx: &Ctx, delivery: &Delivery, job: &mut Job<'_>) -> Result<Out
         let endpoint_id = target.endpoint.id.as_str();
         attempts::hooks::attempt(
             &ctx.attempt_log,
+            &delivery.record,
             event,
             endpoint_id,
             attempt_no,

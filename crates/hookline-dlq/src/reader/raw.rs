@@ -27,6 +27,8 @@ pub enum Start {
     Offset(i64),
     /// At the first record whose timestamp is at or after these epoch milliseconds.
     Time(i64),
+    /// At the high watermark: only records written from now on (for following).
+    End,
 }
 
 /// A raw reader of one topic.
@@ -54,6 +56,21 @@ impl TopicReader {
         idle_timeout: Duration,
         start: impl Fn(i32) -> Option<Start> + Send + 'static,
     ) -> Result<TopicReader> {
+        Self::open_counted(kafka, topic, follow, idle_timeout, move |partition, _| {
+            start(partition)
+        })
+        .await
+    }
+
+    /// As [`TopicReader::open`], with `start` also given the topic's partition count (to
+    /// read only the partition a key hashes to).
+    pub async fn open_counted(
+        kafka: &KafkaSettings,
+        topic: &str,
+        follow: bool,
+        idle_timeout: Duration,
+        start: impl Fn(i32, i32) -> Option<Start> + Send + 'static,
+    ) -> Result<TopicReader> {
         let mut config = kafka.client_config();
         config
             .set("enable.auto.commit", "false")
@@ -69,10 +86,11 @@ impl TopicReader {
                 .create()
                 .map_err(DlqError::kafka("creating a consumer"))?;
             let partitions = partitions_of(&consumer, &topic_name)?;
+            let count = i32::try_from(partitions.len()).unwrap_or(i32::MAX);
             let mut assignment = TopicPartitionList::new();
             let mut remaining = BTreeMap::new();
             for partition in partitions {
-                let Some(start) = start(partition) else {
+                let Some(start) = start(partition, count) else {
                     continue;
                 };
                 let (low, high) = consumer
@@ -86,6 +104,7 @@ impl TopicReader {
                     Start::Time(ms) => offset_for_time(&consumer, &topic_name, partition, ms)?
                         .unwrap_or(high)
                         .max(low),
+                    Start::End => high,
                 };
                 if !follow && from >= high {
                     continue;

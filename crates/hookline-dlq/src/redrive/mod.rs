@@ -10,7 +10,7 @@ mod run;
 use std::fmt;
 use std::time::Duration;
 
-use hookline_core::headers::{DeliveryMeta, is_hookline_header};
+use hookline_core::headers::{DeliveryMeta, PUBLISHED_AT, is_hookline_header};
 use hookline_core::policy::{format_suffix, parse_suffix};
 
 pub use run::{RedriveEvent, redrive};
@@ -18,7 +18,7 @@ pub use run::{RedriveEvent, redrive};
 use crate::record::{DlqRecord, RecordRef};
 
 /// Header naming the DLQ record a redrive came from: `<dlq topic>/<partition>/<offset>`.
-pub const REDRIVEN_FROM: &str = "hookline-redriven-from";
+pub const REDRIVEN_FROM: &str = hookline_core::headers::REDRIVEN_FROM;
 /// Header naming who redrove it.
 pub const REDRIVEN_BY: &str = "hookline-redriven-by";
 /// Header saying when it was redriven, epoch milliseconds.
@@ -200,7 +200,9 @@ pub struct Outgoing {
     pub headers: Vec<(String, Vec<u8>)>,
 }
 
-/// The re-publish of `record` from `dlq_topic`, made by `by` at `now_ms`.
+/// The re-publish of `record` from `dlq_topic`, made by `by` at `now_ms`. Of hookline's
+/// headers only `hookline-published-at` is kept, so that the attempt log still knows when
+/// the event was first published.
 pub fn outgoing(
     record: &DlqRecord,
     dlq_topic: &str,
@@ -211,7 +213,7 @@ pub fn outgoing(
     let mut headers: Vec<(String, Vec<u8>)> = e
         .original_headers
         .iter()
-        .filter(|h| !is_hookline_header(&h.key))
+        .filter(|h| !is_hookline_header(&h.key) || h.key == PUBLISHED_AT)
         .map(|h| (h.key.clone(), h.value.clone().unwrap_or_default()))
         .collect();
     if let Target::Tier(delay) = options.target {
@@ -306,6 +308,10 @@ mod tests {
             key: "hookline-attempt".into(),
             value: Some(b"3".to_vec()),
         });
+        r.envelope.original_headers.push(DlqHeader {
+            key: PUBLISHED_AT.into(),
+            value: Some(b"500".to_vec()),
+        });
         let out = outgoing(&r, "ev.dlq", &options(Target::Main), 9_000);
         assert_eq!(out.topic, "ev");
         assert_eq!(out.key.as_deref(), Some(&b"ep-a"[..]));
@@ -313,11 +319,18 @@ mod tests {
         let names: Vec<&str> = out.headers.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(
             names,
-            ["webhook-id", REDRIVEN_FROM, REDRIVEN_BY, REDRIVEN_AT]
+            [
+                "webhook-id",
+                PUBLISHED_AT,
+                REDRIVEN_FROM,
+                REDRIVEN_BY,
+                REDRIVEN_AT
+            ]
         );
-        assert_eq!(out.headers[1].1, b"ev.dlq/2/40");
-        assert_eq!(out.headers[2].1, b"alice");
-        assert_eq!(out.headers[3].1, b"9000");
+        assert_eq!(out.headers[1].1, b"500", "the first publish time is kept");
+        assert_eq!(out.headers[2].1, b"ev.dlq/2/40");
+        assert_eq!(out.headers[3].1, b"alice");
+        assert_eq!(out.headers[4].1, b"9000");
         // The provenance headers do not make the dispatcher see a retry.
         let meta = DeliveryMeta::from_headers(
             out.headers

@@ -48,10 +48,11 @@ enum Command {
     Fanout(dispatch::DispatchArgs),
     /// Inspect, redrive, resolve and archive the dead-letter topic.
     Dlq(dlq::DlqArgs),
-    /// Follow and stop events: cancel one, or its delivery to one endpoint.
-    Events(events::EventsArgs),
     /// Show deliveries, retries and the DLQ on the local stack with a scripted receiver.
     Demo(demo::DemoArgs),
+    /// One event's history from the attempt log (`show`), follow it live (`tail`), or stop
+    /// it (`cancel`: the event, or its delivery to one endpoint).
+    Events(events::EventsArgs),
 }
 
 impl Cli {
@@ -67,8 +68,8 @@ impl Cli {
             }
             Command::Fanout(args) => dispatch::run(args, &context, dispatch::Role::Fanout).await,
             Command::Dlq(args) => dlq::run(args, &context).await,
-            Command::Events(args) => events::run(args, &context).await,
             Command::Demo(args) => demo::run(args, &context).await,
+            Command::Events(args) => events::run(args, &context).await,
         }
     }
 }

@@ -7,6 +7,8 @@ mod dlq_cli;
 mod egress;
 mod endpoints_lifecycle;
 mod events_cancel;
+mod events_history;
+mod events_tail;
 mod fanout;
 mod kafka_properties;
 mod leaks;

@@ -1,7 +1,8 @@
 //! `hookline demo`: real deliveries, retries and DLQ records through the local stack. It
 //! starts a receiver whose endpoints fail in the usual ways, runs a dispatcher in-process,
 //! publishes a few hundred events, waits until every one is delivered or parked, and prints
-//! a summary and one DLQ record decoded through the registry.
+//! a summary, one DLQ record decoded through the registry, and the story of one retried
+//! event from the attempt log (as `hookline events show`).
 
 mod dlq_tail;
 mod receiver;
@@ -227,6 +228,12 @@ pub async fn run(args: DemoArgs, context: &Context) -> anyhow::Result<()> {
         }
         println!("{}", serde_json::to_string_pretty(&json)?);
     }
+    let story_of = delivered
+        .iter()
+        .filter(|(_, attempt)| **attempt > 1)
+        .max_by_key(|(id, attempt)| (**attempt, std::cmp::Reverse((*id).clone())))
+        .map(|(id, _)| id.clone())
+        .or_else(|| parked.first().map(|r| r.envelope.event_id.clone()));
     let bin = std::env::current_exe()
         .ok()
         .and_then(|exe| {
@@ -238,8 +245,45 @@ pub async fn run(args: DemoArgs, context: &Context) -> anyhow::Result<()> {
     println!("  inspect the DLQ:  {bin} dlq inspect --summary");
     println!("                    {bin} dlq inspect --reason retries_exhausted --output json");
     println!("                    (the README shows the same with Python's confluent-kafka)");
+    if let Some(event_id) = &story_of {
+        println!("  one event's story: {bin} events show {event_id}");
+    }
+    println!("  follow attempts:  {bin} events tail --endpoint demo-flaky");
     println!("  stop the stack:   deploy/local/stack down");
+    // The end: one retried (or parked) event's whole story, as `hookline events show`.
+    if let Some(event_id) = &story_of {
+        show_history(context, event_id).await?;
+    }
     Ok(())
+}
+
+/// Prints the story of `event_id` from the attempt log, as `hookline events show` does.
+/// The log is written behind delivery: wait (a little) until it tells how the event ended.
+async fn show_history(context: &Context, event_id: &str) -> anyhow::Result<()> {
+    use hookline_dlq::history::{LookupOptions, StepKind, lookup};
+    let registry = context.registry()?;
+    let options = LookupOptions::new(context.topics.attempts());
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let found = lookup(&context.kafka, &registry, event_id, &options)
+            .await
+            .context("reading the attempt log")?;
+        let ended = found
+            .story
+            .steps
+            .last()
+            .is_some_and(|s| matches!(s.kind, StepKind::Delivered | StepKind::Parked));
+        if ended || Instant::now() > deadline {
+            println!(
+                "\nOne event's story from the attempt log (hookline events show {event_id}; \
+                 {} records read from {} partition {}):",
+                found.records_scanned, found.topic, found.partition
+            );
+            print!("{}", found.story.to_text());
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }
 
 fn demo_event(run: &str, n: usize, endpoint: &str) -> WebhookEvent {
