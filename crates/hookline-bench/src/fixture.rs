@@ -396,11 +396,13 @@ mod tests {
                 "fan-r1.dlq",
                 "fan-r1.attempts",
                 "fan-r1.dlq-actions",
+                "fan-r1.cancellations",
                 "fan-r2",
                 "fan-r2.retry.5s",
                 "fan-r2.dlq",
                 "fan-r2.attempts",
                 "fan-r2.dlq-actions",
+                "fan-r2.cancellations",
             ]
         );
     }
