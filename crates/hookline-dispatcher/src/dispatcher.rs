@@ -19,12 +19,12 @@ use tokio_util::task::TaskTracker;
 
 use crate::admin::{self, Readiness};
 use crate::attempts;
-use crate::cancellations::{self, CancellationSet};
+use crate::cancellations::CancellationSet;
 use crate::config::GroupProtocol;
 use crate::context::DispatchContext;
 use crate::delivery::{Ctx, Writer};
 use crate::endpoints::lifecycle::EndpointLifecycle;
-use crate::endpoints::{EndpointDefaults, EndpointTable, follow_topic, load_file};
+use crate::endpoints::{EndpointDefaults, EndpointTable, load_file};
 use crate::error::{DispatchError, Result};
 use crate::fanout;
 use crate::http::{ClientFactory, HttpSender};
@@ -413,7 +413,7 @@ pub(crate) async fn load_endpoints(
         tracing::info!(path = %path.display(), endpoints = count, "endpoints file loaded");
     }
     if let Some(topic) = &settings.endpoints_topic {
-        let follower = follow_topic(
+        let follower = crate::compacted::follow(
             &settings.kafka,
             topic,
             Arc::clone(&endpoints),
@@ -442,7 +442,7 @@ async fn load_cancellations(
         config.max_entries,
     ));
     if config.enabled {
-        let follower = cancellations::follow(
+        let follower = crate::compacted::follow(
             &settings.kafka,
             &config.topic,
             Arc::clone(&set),

@@ -7,6 +7,7 @@
 mod admin;
 mod attempts;
 mod cancellations;
+mod compacted;
 mod config;
 mod context;
 mod delivery;

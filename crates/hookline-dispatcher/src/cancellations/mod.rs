@@ -11,5 +11,4 @@ mod set;
 
 pub(crate) use check::{before_attempt, retry_past_deadline};
 pub use config::{CancellationsConfig, CancellationsSettings};
-pub(crate) use follower::follow;
 pub(crate) use set::CancellationSet;

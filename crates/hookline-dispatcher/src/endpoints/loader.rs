@@ -1,19 +1,13 @@
 //! Filling the endpoint table: from the compacted endpoints topic (read to its end before
-//! deliveries start, then followed), or from a static file for small setups.
+//! deliveries start, then followed: `crate::compacted`), or from a static file for small
+//! setups.
 
-use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
-use std::time::Duration;
 
 use hookline_core::endpoint::{EndpointConfig, from_json_slice};
-use hookline_kafka::KafkaSettings;
-use rdkafka::consumer::{Consumer, ConsumerContext, StreamConsumer};
-use rdkafka::message::Message;
-use rdkafka::{Offset, TopicPartitionList};
-use tokio_util::sync::CancellationToken;
 
 use super::table::EndpointTable;
+use crate::compacted::Records;
 use crate::error::{DispatchError, Result};
 
 /// Loads every endpoint of a file; any invalid entry stops start-up with its id and reason.
@@ -34,112 +28,17 @@ pub fn load_file(path: &Path, table: &EndpointTable) -> Result<usize> {
     Ok(count)
 }
 
-/// Reads the endpoints topic to its current end into `table`, then keeps following it in a
-/// background task until `shutdown`.
-pub async fn follow_topic(
-    kafka: &KafkaSettings,
-    topic: &str,
-    table: Arc<EndpointTable>,
-    shutdown: CancellationToken,
-) -> Result<tokio::task::JoinHandle<()>> {
-    let mut config = kafka.client_config();
-    config
-        .set("group.id", "hookline-endpoints-reader")
-        .set("enable.auto.commit", "false")
-        .set("enable.auto.offset.store", "false")
-        .set("enable.partition.eof", "false");
-    let consumer: StreamConsumer = config
-        .create()
-        .map_err(|source| DispatchError::kafka("creating the endpoints reader", source))?;
-    let consumer = Arc::new(consumer);
+impl Records for EndpointTable {
+    const WHAT: &'static str = "endpoints";
 
-    // Metadata and watermarks are blocking calls: keep them off the async workers.
-    let reader = Arc::clone(&consumer);
-    let topic_name = topic.to_owned();
-    let ends = tokio::task::spawn_blocking(move || -> Result<BTreeMap<i32, i64>> {
-        let timeout = Duration::from_secs(10);
-        let partitions = partitions_of(&*reader, &topic_name, timeout)?;
-        let mut assignment = TopicPartitionList::new();
-        let mut ends = BTreeMap::new();
-        for partition in partitions {
-            assignment
-                .add_partition_offset(&topic_name, partition, Offset::Beginning)
-                .map_err(|source| DispatchError::kafka("assigning the endpoints topic", source))?;
-            let (_, high) = reader
-                .fetch_watermarks(&topic_name, partition, timeout)
-                .map_err(|source| {
-                    DispatchError::kafka("reading the endpoints topic's end", source)
-                })?;
-            ends.insert(partition, high);
-        }
-        reader
-            .assign(&assignment)
-            .map_err(|source| DispatchError::kafka("assigning the endpoints topic", source))?;
-        Ok(ends)
-    })
-    .await
-    .map_err(|error| DispatchError::Internal(format!("endpoints reader panicked: {error}")))??;
-
-    // Catch up: every partition read up to the end it had when we started.
-    let mut behind: BTreeMap<i32, i64> = ends.into_iter().filter(|(_, high)| *high > 0).collect();
-    while !behind.is_empty() {
-        let message = tokio::select! {
-            () = shutdown.cancelled() => return Err(DispatchError::ShutdownDuringStartup),
-            message = tokio::time::timeout(Duration::from_secs(30), consumer.recv()) => message,
-        };
-        let message = message
-            .map_err(|_| DispatchError::Internal(format!("reading {topic} timed out")))?
-            .map_err(|source| DispatchError::kafka("reading the endpoints topic", source))?;
-        apply(&table, message.key(), message.payload());
-        table.read_to(message.partition(), message.offset() + 1);
-        if behind
-            .get(&message.partition())
-            .is_some_and(|high| message.offset() + 1 >= *high)
-        {
-            behind.remove(&message.partition());
-        }
+    fn apply(&self, partition: i32, offset: i64, key: Option<&[u8]>, value: Option<&[u8]>) {
+        apply(self, key, value);
+        self.read_to(partition, offset + 1);
     }
-    tracing::info!(topic, endpoints = table.len(), "endpoint table loaded");
 
-    let topic = topic.to_owned();
-    Ok(tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                () = shutdown.cancelled() => return,
-                message = consumer.recv() => match message {
-                    Ok(message) => {
-                        apply(&table, message.key(), message.payload());
-                        table.read_to(message.partition(), message.offset() + 1);
-                    }
-                    Err(error) => {
-                        tracing::warn!(%error, topic, "reading the endpoints topic failed");
-                        tokio::time::sleep(Duration::from_secs(1)).await;
-                    }
-                },
-            }
-        }
-    }))
-}
-
-/// The partitions of `topic` (a blocking call); a topic without any does not exist.
-pub(crate) fn partitions_of<C: ConsumerContext>(
-    consumer: &impl Consumer<C>,
-    topic: &str,
-    timeout: Duration,
-) -> Result<Vec<i32>> {
-    let metadata = consumer
-        .fetch_metadata(Some(topic), timeout)
-        .map_err(|source| DispatchError::kafka("reading a topic's metadata", source))?;
-    let partitions: Vec<i32> = metadata
-        .topics()
-        .iter()
-        .filter(|t| t.name() == topic && t.error().is_none())
-        .flat_map(|t| t.partitions().iter().map(|p| p.id()))
-        .collect();
-    if partitions.is_empty() {
-        return Err(DispatchError::MissingTopic(topic.to_owned()));
+    fn held(&self) -> usize {
+        self.len()
     }
-    Ok(partitions)
 }
 
 /// Applies one record of the endpoints topic: a config replaces, a tombstone removes.
@@ -175,6 +74,7 @@ mod fuzz {
     use proptest::prelude::*;
     use rand::SeedableRng;
     use rand::rngs::StdRng;
+    use std::time::Duration;
 
     use super::*;
     use crate::config::fuzz::config;

@@ -6,6 +6,5 @@ mod loader;
 mod table;
 
 pub use lifecycle::{LifecycleConfig, LifecycleSettings};
-pub(crate) use loader::partitions_of;
-pub use loader::{follow_topic, load_file};
+pub use loader::load_file;
 pub use table::{Endpoint, EndpointDefaults, EndpointTable};

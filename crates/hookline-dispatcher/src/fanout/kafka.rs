@@ -10,7 +10,7 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
 
-use crate::endpoints::partitions_of;
+use crate::compacted::partitions_of;
 use crate::error::{DispatchError, Result};
 
 /// How long one blocking call may take.
