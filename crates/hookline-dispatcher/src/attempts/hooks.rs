@@ -2,7 +2,6 @@
 //! builds one record and hands it over without waiting.
 
 use hookline_core::attempt_log::{AttemptKind, AttemptRecord};
-use hookline_core::envelope::derived_event_id;
 use hookline_core::headers::TRACEPARENT;
 use hookline_core::trace::trace_id_of;
 use hookline_core::{Classification, WebhookEvent};
@@ -95,27 +94,9 @@ pub(crate) fn outcome(log: &AttemptLog, job: &Job<'_>, source: &SourceRecord, ou
         Outcome::Deferred { tier, why } => (AttemptKind::Deferred, Some(tier.clone()), *why),
         Outcome::Parked { reason, .. } => (AttemptKind::Parked, None, reason.code()),
     };
-    let event = job.event.as_ref();
-    let meta = &job.meta;
-    let event_id = event.map_or_else(
-        || {
-            derived_event_id(
-                &meta.original_topic,
-                meta.original_partition,
-                meta.original_offset,
-            )
-        },
-        |event| event.event_id.clone(),
-    );
-    let mut record = base(log, event_id, kind, meta.attempt);
-    record.tenant_id = event.and_then(|e| e.tenant_id.clone());
-    record.endpoint_id = event.and_then(|e| e.endpoint_id.clone()).or_else(|| {
-        source
-            .key
-            .as_deref()
-            .and_then(|k| std::str::from_utf8(k).ok())
-            .map(str::to_owned)
-    });
+    let mut record = base(log, job.event_id(), kind, job.meta.attempt);
+    record.tenant_id = job.event.as_ref().and_then(|e| e.tenant_id.clone());
+    record.endpoint_id = job.endpoint_id(source);
     record.tier = tier;
     record.reason = Some(reason.to_owned());
     record.trace_id = trace_of(source);

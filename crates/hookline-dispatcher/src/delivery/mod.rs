@@ -124,6 +124,38 @@ pub(crate) struct Job<'a> {
     pub trace: DeliverySpan,
 }
 
+impl Job<'_> {
+    /// The event's id; for a record never decoded, the id derived from its place, as its DLQ
+    /// envelope names it.
+    pub(crate) fn event_id(&self) -> String {
+        self.event.as_ref().map_or_else(
+            || {
+                let meta = &self.meta;
+                hookline_core::envelope::derived_event_id(
+                    &meta.original_topic,
+                    meta.original_partition,
+                    meta.original_offset,
+                )
+            },
+            |event| event.event_id.clone(),
+        )
+    }
+
+    /// The endpoint: the event's, else the record's key (a record never decoded).
+    pub(crate) fn endpoint_id(&self, source: &SourceRecord) -> Option<String> {
+        self.event
+            .as_ref()
+            .and_then(|event| event.endpoint_id.clone())
+            .or_else(|| {
+                source
+                    .key
+                    .as_deref()
+                    .and_then(|key| std::str::from_utf8(key).ok())
+                    .map(str::to_owned)
+            })
+    }
+}
+
 /// Delivers one record to a durable outcome (or abandons it), and emits that outcome.
 #[tracing::instrument(name = "delivery", skip_all, fields(
     topic = %delivery.record.topic, partition = delivery.record.partition,

@@ -6,7 +6,6 @@ use std::sync::Mutex;
 
 use hookline_core::breaker::{BreakerState, CircuitBreaker};
 use hookline_core::endpoint::EndpointConfig;
-use hookline_core::envelope::derived_event_id;
 
 use super::Operator;
 use super::notice::{Notice, Parked};
@@ -28,26 +27,8 @@ pub(crate) fn parked(
     }
     let event = job.event.as_ref();
     let meta = &job.meta;
-    let event_id = event.map_or_else(
-        || {
-            derived_event_id(
-                &meta.original_topic,
-                meta.original_partition,
-                meta.original_offset,
-            )
-        },
-        |event| event.event_id.clone(),
-    );
-    let endpoint_id = event
-        .and_then(|e| e.endpoint_id.clone())
-        .or_else(|| {
-            source
-                .key
-                .as_deref()
-                .and_then(|k| std::str::from_utf8(k).ok())
-                .map(str::to_owned)
-        })
-        .unwrap_or_default();
+    let event_id = job.event_id();
+    let endpoint_id = job.endpoint_id(source).unwrap_or_default();
     let notice = Notice::parked(
         &Parked {
             event_id: &event_id,
