@@ -520,7 +520,7 @@ fn watch_operator_endpoint(settings: &Settings, endpoints: &EndpointTable, opera
     let Some(ops) = &settings.operator_webhooks else {
         return;
     };
-    endpoints.notify_enabled_to(operator.clone());
+    endpoints.notify_flips_to(operator.clone());
     if endpoints.get(&ops.endpoint_id).is_none() {
         tracing::warn!(
             endpoint = ops.endpoint_id,

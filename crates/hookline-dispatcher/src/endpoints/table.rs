@@ -116,7 +116,7 @@ pub struct EndpointTable {
     read_more: Notify,
     /// How many endpoints are disabled.
     disabled: Gauge,
-    /// Told when a disabled endpoint is enabled again, once the table is loaded.
+    /// Told when an endpoint is disabled or enabled, once the table is loaded.
     operator: OnceLock<Operator>,
 }
 
@@ -134,9 +134,10 @@ impl EndpointTable {
         }
     }
 
-    /// From now on, sends `endpoint.enabled` through `operator` when a disabled endpoint is
-    /// enabled again (called once the table is loaded, so that history is no news).
-    pub(crate) fn notify_enabled_to(&self, operator: Operator) {
+    /// From now on, sends `endpoint.disabled` / `endpoint.enabled` through `operator` when
+    /// an endpoint's `enabled` flips (called once the table is loaded, so that history is
+    /// no news).
+    pub(crate) fn notify_flips_to(&self, operator: Operator) {
         let _ = self.operator.set(operator);
     }
 

@@ -82,7 +82,11 @@ pub(crate) fn disabled(operator: &Operator, endpoint: &str, reason: &str, at_ms:
     }
 }
 
-/// The endpoint table took `config` for `endpoint`, which was `was` before.
+/// The endpoint table took `config` for `endpoint`, which was `was` before: a flip of
+/// `enabled` is news on every replica, whoever wrote it (`hookline endpoints enable` or
+/// `disable`, or a dispatcher's lifecycle). Every replica derives the same id from the
+/// disable's time, so receivers see one notice, and the replica whose lifecycle disabled it
+/// (which told it already, [`disabled`]) de-duplicates its own copy.
 pub(crate) fn table_changed(
     operator: &Operator,
     endpoint: &str,
@@ -90,14 +94,22 @@ pub(crate) fn table_changed(
     config: &EndpointConfig,
 ) {
     let Some(was) = was else { return };
-    if !operator.is_on() || was.enabled || !config.enabled {
+    if !operator.is_on() || was.enabled == config.enabled {
         return;
     }
-    let notice = Notice::enabled(
-        endpoint,
-        was.disabled_reason.as_deref(),
-        was.disabled_at_ms,
-        now_ms(),
-    );
+    let notice = if config.enabled {
+        Notice::enabled(
+            endpoint,
+            was.disabled_reason.as_deref(),
+            was.disabled_at_ms,
+            now_ms(),
+        )
+    } else {
+        Notice::disabled(
+            endpoint,
+            config.disabled_reason.as_deref().unwrap_or("disabled"),
+            config.disabled_at_ms.unwrap_or_else(now_ms),
+        )
+    };
     operator.notify(notice);
 }

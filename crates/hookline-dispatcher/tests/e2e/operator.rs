@@ -72,9 +72,9 @@ async fn parked_disabled_and_enabled_notices_are_signed_and_fifty_parks_make_a_h
     h.put_endpoint("ep-ops", json!({ "url": ops })).await;
     h.put_endpoint("ep-bad", json!({ "url": bad })).await;
     h.put_endpoint("ep-gone", json!({ "url": gone })).await;
-    // A bucket of 5 a minute (shared by every type), and windows of 1 ms: the bucket alone
+    // A bucket of 7 a minute (shared by every type), and windows of 1 ms: the bucket alone
     // holds the 50 back.
-    h.start(with_operator(&h, 5, 1)).await;
+    h.start(with_operator(&h, 7, 1)).await;
     let started = Instant::now();
 
     h.publish_json(&event("ep-gone", 0)).await;
@@ -92,6 +92,18 @@ async fn parked_disabled_and_enabled_notices_are_signed_and_fifty_parks_make_a_h
         enabled["data"]["disabled_at"],
         disabled["data"]["disabled_at"]
     );
+    // `hookline endpoints disable` writes the config disabled: told as well, with its reason.
+    h.put_endpoint(
+        "ep-bad",
+        json!({ "url": bad, "enabled": false, "disabled_reason": "manual: moving",
+                "disabled_at_ms": 1_764_583_200_000_i64 }),
+    )
+    .await;
+    let manual = notice(&h, "endpoint.disabled", "ep-bad").await;
+    assert_eq!(manual["data"]["reason"], "manual: moving");
+    assert_eq!(manual["data"]["disabled_at"], "2025-12-01T10:00:00Z");
+    h.put_endpoint("ep-bad", json!({ "url": bad })).await;
+    notice(&h, "endpoint.enabled", "ep-bad").await;
 
     for n in 1..=50 {
         let event = WebhookEvent {
@@ -130,10 +142,10 @@ async fn parked_disabled_and_enabled_notices_are_signed_and_fifty_parks_make_a_h
     })
     .await;
     let sent = outcome(&h, kind, "sent");
-    let refills = started.elapsed().as_secs() / 12;
+    let refills = started.elapsed().as_secs() * 7 / 60;
     assert!(
         (1..=3 + refills).contains(&sent),
-        "at most the bucket (5, two of them the disable and the enable) and refills: {sent}\n{}",
+        "at most the bucket (7, four of them the disables and the enables) and refills: {sent}\n{}",
         h.metrics()
     );
     let held = outcome(&h, kind, "rate_limited") + outcome(&h, kind, "deduplicated");
