@@ -124,7 +124,15 @@ pub async fn start(settings: Settings, shutdown: CancellationToken) -> Result<Ru
     let cancellations = load_cancellations(&settings, &tracker, &shutdown).await?;
     watch_operator_endpoint(&settings, &endpoints, &operator);
     if settings.fanout.enabled {
-        let stage = fanout_stage(&settings, &registry, &endpoints, &metrics, schema_id).await?;
+        let stage = fanout_stage(
+            &settings,
+            &registry,
+            &endpoints,
+            &cancellations,
+            &metrics,
+            schema_id,
+        )
+        .await?;
         let stage = fanout::Stage {
             attempt_log: attempt_log.clone(),
             ..stage
@@ -233,9 +241,18 @@ pub async fn start_fanout(settings: Settings, shutdown: CancellationToken) -> Re
     ];
     check_topics(&settings, &topics).await?;
     let endpoints = load_endpoints(&settings, &metrics, &tracker, &shutdown).await?;
+    let cancellations = load_cancellations(&settings, &tracker, &shutdown).await?;
     readiness.set_endpoints_loaded();
     let admin_addr = serve_admin(&settings, &metrics, &readiness, &tracker, &shutdown).await?;
-    let stage = fanout_stage(&settings, &registry, &endpoints, &metrics, schema_id).await?;
+    let stage = fanout_stage(
+        &settings,
+        &registry,
+        &endpoints,
+        &cancellations,
+        &metrics,
+        schema_id,
+    )
+    .await?;
     let stage = fanout::Stage {
         attempt_log,
         ..stage
@@ -492,6 +509,7 @@ pub(crate) async fn fanout_stage(
     settings: &Arc<Settings>,
     registry: &Arc<Registry>,
     endpoints: &Arc<EndpointTable>,
+    cancellations: &Arc<CancellationSet>,
     metrics: &Metrics,
     dlq_schema_id: u32,
 ) -> Result<fanout::Stage> {
@@ -510,6 +528,7 @@ pub(crate) async fn fanout_stage(
         dlq_schema_id,
         event_schema_id,
         attempt_log: attempts::AttemptLog::disabled(&settings.dispatcher_id),
+        cancellations: Arc::clone(cancellations),
     })
 }
 

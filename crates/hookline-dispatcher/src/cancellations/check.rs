@@ -4,7 +4,7 @@
 use hookline_core::WebhookEvent;
 use hookline_core::envelope::ErrorReason;
 
-use super::set::CancellationSet;
+use super::set::{CancellationSet, Held};
 use crate::envelope::Failure;
 
 /// A time in epoch milliseconds as RFC 3339 (UTC), or the number when out of range.
@@ -21,19 +21,42 @@ pub(crate) fn before_attempt(
     attempt_no: u32,
     now_ms: i64,
 ) -> Option<Failure> {
-    if let Some(deadline) = event.expires_at_ms.filter(|_| event.expired_at(now_ms)) {
-        let message = format!(
-            "expires_at {} passed before attempt {attempt_no}; not attempted",
-            time(deadline)
-        );
-        return Some(Failure::new(ErrorReason::Expired, message));
+    let not_made = format!("attempt {attempt_no} not made");
+    if let Some(failure) = expired(event, now_ms, &not_made) {
+        return Some(failure);
     }
-    let held = cancellations.lookup(&event.event_id, endpoint_id)?;
+    let held = cancellations.lookup(&event.event_id, Some(endpoint_id))?;
     let scope = if held.whole_event {
         "the event was cancelled".to_owned()
     } else {
         format!("its delivery to {endpoint_id} was cancelled")
     };
+    Some(cancelled(&held, &scope, &not_made))
+}
+
+/// Why the tenant event `event` must not be fanned out at `now_ms`: its deadline has
+/// passed, or the whole event is cancelled. It is then parked once, as the tenant event,
+/// rather than as one DLQ record per subscribed endpoint.
+pub(crate) fn before_fanout(
+    cancellations: &CancellationSet,
+    event: &WebhookEvent,
+    now_ms: i64,
+) -> Option<Failure> {
+    let not_made = "not fanned out";
+    if let Some(failure) = expired(event, now_ms, not_made) {
+        return Some(failure);
+    }
+    let held = cancellations.lookup(&event.event_id, None)?;
+    Some(cancelled(&held, "the event was cancelled", not_made))
+}
+
+fn expired(event: &WebhookEvent, now_ms: i64, not_made: &str) -> Option<Failure> {
+    let deadline = event.expires_at_ms.filter(|_| event.expired_at(now_ms))?;
+    let message = format!("expires_at {} passed; {not_made}", time(deadline));
+    Some(Failure::new(ErrorReason::Expired, message))
+}
+
+fn cancelled(held: &Held, scope: &str, not_made: &str) -> Failure {
     let mut message = format!("{scope} at {}", time(held.cancelled_at_ms));
     if let Some(by) = &held.cancelled_by {
         message.push_str(&format!(" by {by}"));
@@ -41,8 +64,8 @@ pub(crate) fn before_attempt(
     if let Some(reason) = &held.reason {
         message.push_str(&format!(" ({reason})"));
     }
-    message.push_str(&format!("; attempt {attempt_no} not made"));
-    Some(Failure::new(ErrorReason::Cancelled, message))
+    message.push_str(&format!("; {not_made}"));
+    Failure::new(ErrorReason::Cancelled, message)
 }
 
 /// The failure of a delivery whose next attempt, due at `due_at_ms`, would come at or

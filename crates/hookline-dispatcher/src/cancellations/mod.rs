@@ -9,6 +9,6 @@ mod config;
 mod follower;
 mod set;
 
-pub(crate) use check::{before_attempt, retry_past_deadline};
+pub(crate) use check::{before_attempt, before_fanout, retry_past_deadline};
 pub use config::{CancellationsConfig, CancellationsSettings};
 pub(crate) use set::CancellationSet;

@@ -101,14 +101,14 @@ impl CancellationSet {
     }
 
     /// The cancellation that stops the delivery of `event_id` to `endpoint_id`: the one of
-    /// that delivery, else the one of the whole event.
-    pub fn lookup(&self, event_id: &str, endpoint_id: &str) -> Option<Held> {
+    /// that delivery, else the one of the whole event (only that one without an endpoint).
+    pub fn lookup(&self, event_id: &str, endpoint_id: Option<&str>) -> Option<Held> {
         let entries = self.read();
         if entries.is_empty() {
             return None;
         }
-        entries
-            .get(&cancellation_key(event_id, Some(endpoint_id)))
+        endpoint_id
+            .and_then(|endpoint| entries.get(&cancellation_key(event_id, Some(endpoint))))
             .or_else(|| entries.get(&cancellation_key(event_id, None)))
             .cloned()
     }
@@ -168,16 +168,25 @@ mod tests {
         let set = CancellationSet::new(DAY, 100);
         assert_eq!(apply(&set, "evt_1", None, NOW), Applied::Cancelled);
         assert_eq!(apply(&set, "evt_2", Some("ep-a"), NOW), Applied::Cancelled);
-        let whole = set.lookup("evt_1", "ep-any").expect("cancelled");
+        let whole = set.lookup("evt_1", Some("ep-any")).expect("cancelled");
         assert!(whole.whole_event);
         assert_eq!(whole.reason.as_deref(), Some("refunded"));
-        assert!(set.lookup("evt_2", "ep-a").is_some_and(|h| !h.whole_event));
-        assert_eq!(set.lookup("evt_2", "ep-b"), None);
-        assert_eq!(set.lookup("evt_3", "ep-a"), None);
+        assert!(
+            set.lookup("evt_2", Some("ep-a"))
+                .is_some_and(|h| !h.whole_event)
+        );
+        assert_eq!(
+            set.lookup("evt_2", None),
+            None,
+            "one delivery is not the whole event"
+        );
+        assert!(set.lookup("evt_1", None).is_some_and(|h| h.whole_event));
+        assert_eq!(set.lookup("evt_2", Some("ep-b")), None);
+        assert_eq!(set.lookup("evt_3", Some("ep-a")), None);
         // `a/b` the event is not event `a` to endpoint `b`.
         assert_eq!(apply(&set, "a/b", None, NOW), Applied::Cancelled);
-        assert_eq!(set.lookup("a", "b"), None);
-        assert!(set.lookup("a/b", "c").is_some());
+        assert_eq!(set.lookup("a", Some("b")), None);
+        assert!(set.lookup("a/b", Some("c")).is_some());
     }
 
     #[test]
@@ -185,7 +194,7 @@ mod tests {
         let set = CancellationSet::new(DAY, 100);
         apply(&set, "evt_1", None, NOW);
         assert_eq!(set.apply(Some(b"evt_1"), None, NOW), Applied::Withdrawn);
-        assert_eq!(set.lookup("evt_1", "ep"), None);
+        assert_eq!(set.lookup("evt_1", Some("ep")), None);
         let (_, value) = record("evt_1", Some("ep"), NOW);
         // A value under another key than its own, bytes that are not JSON, a key that is
         // not UTF-8: ignored, nothing held.
@@ -212,13 +221,13 @@ mod tests {
         assert_eq!(apply(&set, "old", None, NOW - day_ms - 1), Applied::TooOld);
         apply(&set, "recent", None, NOW - day_ms + 1_000);
         assert_eq!(set.forget_old(NOW + 2_000), 1);
-        assert_eq!(set.lookup("recent", "ep"), None);
+        assert_eq!(set.lookup("recent", Some("ep")), None);
         for i in 0..11 {
             apply(&set, &format!("e{i}"), None, NOW + i);
         }
         assert!(set.len() <= 10, "{}", set.len());
-        assert_eq!(set.lookup("e0", "ep"), None, "the oldest went first");
-        assert!(set.lookup("e10", "ep").is_some());
+        assert_eq!(set.lookup("e0", Some("ep")), None, "the oldest went first");
+        assert!(set.lookup("e10", Some("ep")).is_some());
     }
 
     proptest::proptest! {
@@ -239,7 +248,7 @@ mod tests {
                 let (k, v) = record("e", None, *now);
                 set.apply(Some(k.as_bytes()), Some(&v), *now);
                 proptest::prop_assert!(set.len() <= 5);
-                let _ = set.lookup("e", "ep");
+                let _ = set.lookup("e", Some("ep"));
             }
         }
     }

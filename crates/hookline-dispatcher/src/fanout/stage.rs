@@ -57,6 +57,8 @@ pub(crate) struct Stage {
     pub event_schema_id: u32,
     /// The attempt log (`fanned_out` records).
     pub attempt_log: crate::attempts::AttemptLog,
+    /// The cancellations: a tenant event cancelled whole is not fanned out.
+    pub cancellations: Arc<crate::cancellations::CancellationSet>,
 }
 
 /// Counts rebalances, so that a batch taken before one is dropped (it is read again).
@@ -297,6 +299,11 @@ impl Session<'_> {
         };
         if let Err(failure) =
             plan::check(&event, settings.max_payload_bytes, &settings.events_topic)
+        {
+            return park(taken, failure, Some(event));
+        }
+        if let Some(failure) =
+            crate::cancellations::before_fanout(&self.stage.cancellations, &event, now_ms())
         {
             return park(taken, failure, Some(event));
         }

@@ -2,7 +2,7 @@
 //! and parks it `expired`; an event already expired is parked without an attempt; a
 //! cancellation written while a record waits in a retry tier parks it `cancelled` when it
 //! comes due; a cancellation naming one endpoint stops only that delivery of a fanned-out
-//! tenant event.
+//! tenant event; a tenant event expired or cancelled whole is parked once, not fanned out.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -253,4 +253,69 @@ async fn cancelling_one_endpoint_stops_only_that_delivery_of_a_tenant_event() {
         1,
         "the cancelled delivery is not retried"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_tenant_event_expired_or_cancelled_whole_is_parked_once_not_fanned_out() {
+    let mut h = Harness::new("dl-fan-stop").await;
+    let mut endpoints = Vec::new();
+    for name in ["stop-a", "stop-b", "stop-c"] {
+        let url = h.receiver.script(name, |_| Reply::Status(204));
+        endpoints.push((
+            name.to_owned(),
+            serde_json::json!({ "url": url, "tenant": "shop", "event_types": ["order.*"] }),
+        ));
+    }
+    h.put_endpoints(endpoints).await;
+    let tenant_event = |name: &str, expires_at_ms: Option<i64>| WebhookEvent {
+        event_id: format!("evt-{}", unique_name(name)),
+        event_type: "order.paid".to_owned(),
+        endpoint_id: None,
+        tenant_id: Some("shop".to_owned()),
+        channels: Vec::new(),
+        endpoint_url: None,
+        payload: br#"{"order":7}"#.to_vec(),
+        content_type: "application/json".to_owned(),
+        headers: BTreeMap::new(),
+        created_at_ms: 0,
+        expires_at_ms,
+    };
+    let expired = tenant_event("expired", Some(now_ms() - 1_000));
+    let refunded = tenant_event("refunded", None);
+    let paid = tenant_event("paid", None);
+    // Cancelled before the dispatcher starts: it reads the whole topic first.
+    cancel(&h, &refunded.event_id, None).await;
+    h.start(h.fanout_config()).await;
+
+    for event in [&expired, &refunded, &paid] {
+        h.publish_tenant_event(event).await;
+    }
+    for name in ["stop-a", "stop-b", "stop-c"] {
+        h.wait_for_requests(name, 1).await;
+    }
+    let dlq = h.dlq(2).await;
+    assert_eq!(dlq.len(), 2, "one DLQ record per stopped tenant event");
+    for (envelope, _) in &dlq {
+        assert_eq!(envelope.tenant_id.as_deref(), Some("shop"));
+        // The tenant event (keyed by its tenant on the fan-out topic), not a delivery.
+        assert!(
+            !matches!(
+                envelope.endpoint_id.as_deref(),
+                Some("stop-a" | "stop-b" | "stop-c")
+            ),
+            "{:?}",
+            envelope.endpoint_id
+        );
+        let expected = if envelope.event_id == expired.event_id {
+            ErrorReason::Expired
+        } else {
+            assert_eq!(envelope.event_id, refunded.event_id);
+            ErrorReason::Cancelled
+        };
+        assert_eq!(envelope.error_reason, expected);
+    }
+    h.stop().await;
+    for name in ["stop-a", "stop-b", "stop-c"] {
+        assert_eq!(h.receiver.count(name), 1, "{name} got only the paid event");
+    }
 }
