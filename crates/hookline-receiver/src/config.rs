@@ -1,0 +1,165 @@
+//! The receiver's user-facing configuration, converted once into [`ReceiverSettings`].
+
+use std::time::Duration;
+
+use hookline_core::secret::Secret;
+use hookline_core::signing::{
+    DEFAULT_TOLERANCE, PUBLIC_KEY_PREFIX, SECRET_PREFIX, SigningError, SigningSecret, VerifyingKey,
+};
+use serde::Deserialize;
+
+use crate::verify::Verifier;
+
+/// What to do when the de-duplication store cannot answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnStoreError {
+    /// Answer 503 so the sender retries later: exactly-once over availability (the default).
+    #[default]
+    Reject,
+    /// Run the handler without de-duplication: availability over exactly-once.
+    Process,
+}
+
+/// The receiver's configuration (for a file or environment layer).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReceiverConfig {
+    /// `whsec_` secrets for `v1` signatures (several during a rotation) and `whpk_` public
+    /// keys for `v1a` ones; `${env:NAME}` and `${file:PATH}` references are resolved.
+    pub secrets: Vec<Secret>,
+    /// How far `webhook-timestamp` may be from the receiver's clock, in seconds.
+    pub tolerance_s: u64,
+    /// The largest body read, in bytes; a larger one is refused with 413.
+    pub max_body_bytes: usize,
+    /// How long a webhook id is remembered, in seconds (24 h by default).
+    pub dedup_ttl_s: u64,
+    /// What to do when the store cannot answer.
+    pub on_store_error: OnStoreError,
+}
+
+impl Default for ReceiverConfig {
+    fn default() -> Self {
+        ReceiverConfig {
+            secrets: Vec::new(),
+            tolerance_s: DEFAULT_TOLERANCE.as_secs(),
+            max_body_bytes: 1024 * 1024,
+            dedup_ttl_s: 24 * 60 * 60,
+            on_store_error: OnStoreError::Reject,
+        }
+    }
+}
+
+/// A configuration that cannot be used. Names the field and the entry, never its value.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// An entry of `secrets` is neither a valid `whsec_` secret nor a `whpk_` key.
+    #[error("secrets[{index}] is not usable: {source}")]
+    Secret {
+        /// Its position in `secrets`.
+        index: usize,
+        /// What is wrong with it (never its value).
+        #[source]
+        source: SigningError,
+    },
+    /// A field is out of range.
+    #[error("{field} must be {what}")]
+    Range {
+        /// The field.
+        field: &'static str,
+        /// What it must be.
+        what: &'static str,
+    },
+}
+
+/// Validated settings: the verifier and the limits, in the units the layer uses.
+#[derive(Debug, Clone)]
+pub struct ReceiverSettings {
+    /// The signature checks.
+    pub verifier: Verifier,
+    /// The largest body read.
+    pub max_body_bytes: usize,
+    /// How long an id is remembered.
+    pub dedup_ttl: Duration,
+    /// What to do when the store cannot answer.
+    pub on_store_error: OnStoreError,
+}
+
+impl ReceiverConfig {
+    /// A configuration with these secrets and keys and the defaults otherwise.
+    pub fn with_secrets(secrets: impl IntoIterator<Item = Secret>) -> Self {
+        ReceiverConfig {
+            secrets: secrets.into_iter().collect(),
+            ..ReceiverConfig::default()
+        }
+    }
+
+    /// Validates it once.
+    pub fn into_settings(self) -> Result<ReceiverSettings, ConfigError> {
+        if self.secrets.is_empty() {
+            return Err(ConfigError::Range {
+                field: "secrets",
+                what: "at least one whsec_ secret or whpk_ public key",
+            });
+        }
+        let range = |ok: bool, field, what| {
+            if ok {
+                Ok(())
+            } else {
+                Err(ConfigError::Range { field, what })
+            }
+        };
+        range(self.tolerance_s > 0, "tolerance_s", "at least 1")?;
+        range(self.max_body_bytes > 0, "max_body_bytes", "at least 1")?;
+        range(self.dedup_ttl_s > 0, "dedup_ttl_s", "at least 1")?;
+        let mut secrets = Vec::new();
+        let mut keys = Vec::new();
+        for (index, entry) in self.secrets.iter().enumerate() {
+            let text = entry.expose().trim();
+            let parsed = if text.starts_with(PUBLIC_KEY_PREFIX) {
+                VerifyingKey::parse(text).map(|k| keys.push(k))
+            } else if text.starts_with(SECRET_PREFIX) {
+                SigningSecret::parse(text).map(|s| secrets.push(s))
+            } else {
+                Err(SigningError::MissingPrefix)
+            };
+            parsed.map_err(|source| ConfigError::Secret { index, source })?;
+        }
+        Ok(ReceiverSettings {
+            verifier: Verifier::new(secrets, keys, Duration::from_secs(self.tolerance_s)),
+            max_body_bytes: self.max_body_bytes,
+            dedup_ttl: Duration::from_secs(self.dedup_ttl_s),
+            on_store_error: self.on_store_error,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_name_the_entry_never_its_value() {
+        let config = ReceiverConfig::with_secrets([
+            Secret::new("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"),
+            Secret::new("whsec_c2hvcnRzZWNyZXQ="),
+        ]);
+        let error = config
+            .into_settings()
+            .expect_err("a short key is refused")
+            .to_string();
+        assert!(error.starts_with("secrets[1]"), "{error}");
+        assert!(!error.contains("c2hvcnRzZWNyZXQ"), "{error}");
+        assert!(ReceiverConfig::default().into_settings().is_err());
+    }
+
+    #[test]
+    fn defaults_are_five_minutes_and_a_day() {
+        let settings =
+            ReceiverConfig::with_secrets([Secret::new("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")])
+                .into_settings()
+                .expect("valid");
+        assert_eq!(settings.dedup_ttl, Duration::from_secs(86_400));
+        assert_eq!(settings.on_store_error, OnStoreError::Reject);
+    }
+}
