@@ -39,31 +39,13 @@ struct Fixture {
     router: Router,
 }
 
-/// Shares one store between the layer and the test.
-struct Shared(Arc<MemoryStore>);
-
-impl DedupStore for Shared {
-    async fn claim(&self, id: &str, ttl: Duration) -> Result<Claim, crate::StoreError> {
-        self.0.claim(id, ttl).await
-    }
-    async fn succeed(&self, id: &str, ttl: Duration) -> Result<(), crate::StoreError> {
-        self.0.succeed(id, ttl).await
-    }
-    async fn release(&self, id: &str) -> Result<(), crate::StoreError> {
-        self.0.release(id).await
-    }
-}
-
 fn fixture(handler: Handler, on_store_error: OnStoreError) -> Fixture {
     let mut config = ReceiverConfig::with_secrets([Secret::new(SECRET)]);
     config.max_body_bytes = 64;
     config.on_store_error = on_store_error;
     let store = Arc::new(MemoryStore::default());
-    let layer = WebhookLayer::new(
-        config.into_settings().expect("valid"),
-        Shared(store.clone()),
-    )
-    .with_clock(|| NOW);
+    let layer =
+        WebhookLayer::new(config.into_settings().expect("valid"), store.clone()).with_clock(|| NOW);
     let handler = Arc::new(handler);
     let h = handler.clone();
     let router = Router::new()

@@ -7,6 +7,7 @@ pub(crate) mod memory;
 mod redis;
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use self::redis::{RedisStore, RedisStoreSettings};
@@ -90,4 +91,27 @@ pub trait DedupStore: Send + Sync + 'static {
 
     /// Forgets `id` (its handler failed), so that the sender's retry is processed.
     fn release(&self, id: &str) -> impl Future<Output = Result<(), StoreError>> + Send;
+}
+
+/// A store shared with other code (the application, a health check) is a store too.
+impl<D: DedupStore> DedupStore for Arc<D> {
+    fn claim(
+        &self,
+        id: &str,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<Claim, StoreError>> + Send {
+        (**self).claim(id, ttl)
+    }
+
+    fn succeed(
+        &self,
+        id: &str,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        (**self).succeed(id, ttl)
+    }
+
+    fn release(&self, id: &str) -> impl Future<Output = Result<(), StoreError>> + Send {
+        (**self).release(id)
+    }
 }

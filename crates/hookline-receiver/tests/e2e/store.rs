@@ -87,8 +87,16 @@ async fn without_redis_the_layer_answers_503_and_the_handler_does_not_run() {
     let settings = ReceiverConfig::with_secrets([Secret::new(SECRET)])
         .into_settings()
         .expect("valid");
+    let runs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = runs.clone();
     let app = Router::new()
-        .route("/hook", post(|| async { (StatusCode::OK, "ran") }))
+        .route(
+            "/hook",
+            post(move || async move {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                StatusCode::OK
+            }),
+        )
         .layer(WebhookLayer::new(settings, store));
     let request = |id: &str| {
         let now = std::time::SystemTime::now()
