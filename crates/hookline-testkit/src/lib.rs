@@ -5,6 +5,7 @@ mod compat;
 mod machine;
 mod proxy;
 mod receiver;
+mod redis;
 mod stack;
 mod tls;
 mod topics;
@@ -15,6 +16,7 @@ pub use compat::v1_avro_value;
 pub use machine::Machine;
 pub use proxy::Proxy;
 pub use receiver::{Received, Receiver, Reply, Script};
+pub use redis::RedisServer;
 pub use stack::{
     kafka_settings, registry_settings, secure_bootstrap, secure_ca_file, secure_kafka_settings,
     secure_password_file, secure_properties, unique_name,

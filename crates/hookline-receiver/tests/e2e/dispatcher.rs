@@ -21,8 +21,8 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use tokio_util::sync::CancellationToken;
 
-use crate::redis_server::RedisServer;
 use crate::store::SECRET;
+use hookline_testkit::RedisServer;
 
 const DEADLINE: Duration = Duration::from_secs(60);
 const SUCCEEDED: &str = r#"webhook_delivery_total{status="succeeded"}"#;

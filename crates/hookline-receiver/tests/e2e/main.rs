@@ -3,5 +3,4 @@
 //! real local stack from `deploy/local/stack up`) delivering to a receiver behind the layer.
 
 mod dispatcher;
-mod redis_server;
 mod store;

@@ -13,7 +13,7 @@ use hookline_receiver::{
 use http::{Request, StatusCode};
 use tower::ServiceExt;
 
-use crate::redis_server::RedisServer;
+use hookline_testkit::RedisServer;
 
 pub(crate) const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const DAY: Duration = Duration::from_secs(86_400);

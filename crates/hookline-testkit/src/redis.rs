@@ -1,26 +1,37 @@
-//! A `redis-server` of the test's own on a free loopback port, without persistence.
+//! A `redis-server` of the test's own on a free loopback port, without persistence
+//! (`deploy/setup` installs Debian's `redis-server`), for the delivery ledger's and the
+//! receiver's tests.
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use hookline_testkit::wait_until;
+use crate::wait_until;
 
 /// Stopped when dropped.
-pub(crate) struct RedisServer {
-    pub(crate) port: u16,
+pub struct RedisServer {
+    /// Its loopback port.
+    pub port: u16,
     child: Option<Child>,
 }
 
 impl RedisServer {
-    /// Starts one and waits until it answers PING.
-    pub(crate) async fn start() -> RedisServer {
+    /// Starts one on a free port and waits until it answers PING.
+    pub async fn start() -> RedisServer {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|listener| listener.local_addr())
             .expect("a free loopback port")
             .port();
+        let mut server = RedisServer { port, child: None };
+        server.restart().await;
+        server
+    }
+
+    /// Starts it (again) on its port and waits until it answers PING.
+    pub async fn restart(&mut self) {
+        assert!(self.child.is_none(), "already running");
         let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -34,11 +45,8 @@ impl RedisServer {
             ),
             Err(error) => panic!("starting redis-server: {error}"),
         };
-        let server = RedisServer {
-            port,
-            child: Some(child),
-        };
-        let url = server.url();
+        self.child = Some(child);
+        let url = self.url();
         wait_until(
             Duration::from_secs(10),
             "redis-server to answer PING",
@@ -48,23 +56,23 @@ impl RedisServer {
             },
         )
         .await;
-        server
     }
 
-    /// Kills it, as a crash would.
-    pub(crate) fn stop(&mut self) {
+    /// Kills it (as a crash would) and waits until it is gone.
+    pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
         }
     }
 
-    pub(crate) fn url(&self) -> String {
+    /// `redis://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
     /// Runs one command on a fresh connection.
-    pub(crate) async fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> T {
+    pub async fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> T {
         let client = redis::Client::open(self.url()).expect("a Redis URL");
         let mut conn = client
             .get_multiplexed_async_connection()
