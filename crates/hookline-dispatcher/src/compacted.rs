@@ -11,6 +11,7 @@ use rdkafka::consumer::{Consumer, ConsumerContext, StreamConsumer};
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::error::{DispatchError, Result};
 
@@ -32,13 +33,15 @@ pub(crate) trait Records: Send + Sync + 'static {
 }
 
 /// Reads `topic` to its current end into `records`, then keeps following it in a
-/// background task until `shutdown`. A topic that does not exist stops start-up.
+/// background task of `tracker` until `shutdown`. A topic that does not exist stops
+/// start-up.
 pub(crate) async fn follow<R: Records>(
     kafka: &KafkaSettings,
     topic: &str,
     records: Arc<R>,
+    tracker: &TaskTracker,
     shutdown: CancellationToken,
-) -> Result<tokio::task::JoinHandle<()>> {
+) -> Result<()> {
     let what = R::WHAT;
     let mut config = kafka.client_config();
     config
@@ -99,7 +102,7 @@ pub(crate) async fn follow<R: Records>(
     tracing::info!(topic, what, held = records.held(), "topic loaded");
 
     let topic = topic.to_owned();
-    Ok(tokio::spawn(async move {
+    tracker.spawn(async move {
         let mut housekeeping = tokio::time::interval(HOUSEKEEPING);
         housekeeping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -120,7 +123,8 @@ pub(crate) async fn follow<R: Records>(
                 },
             }
         }
-    }))
+    });
+    Ok(())
 }
 
 /// The partitions of `topic` (a blocking call); a topic without any does not exist.

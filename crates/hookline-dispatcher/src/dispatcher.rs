@@ -430,18 +430,14 @@ pub(crate) async fn load_endpoints(
         tracing::info!(path = %path.display(), endpoints = count, "endpoints file loaded");
     }
     if let Some(topic) = &settings.endpoints_topic {
-        let follower = crate::compacted::follow(
+        crate::compacted::follow(
             &settings.kafka,
             topic,
             Arc::clone(&endpoints),
+            tracker,
             shutdown.clone(),
         )
         .await?;
-        tracker.spawn(async move {
-            if let Err(error) = follower.await {
-                tracing::error!(%error, "the endpoints follower failed");
-            }
-        });
     }
     Ok(endpoints)
 }
@@ -459,18 +455,14 @@ async fn load_cancellations(
         config.max_entries,
     ));
     if config.enabled {
-        let follower = crate::compacted::follow(
+        crate::compacted::follow(
             &settings.kafka,
             &config.topic,
             Arc::clone(&set),
+            tracker,
             shutdown.clone(),
         )
         .await?;
-        tracker.spawn(async move {
-            if let Err(error) = follower.await {
-                tracing::error!(%error, "the cancellations follower failed");
-            }
-        });
     }
     Ok(set)
 }
