@@ -131,12 +131,9 @@ pub async fn start(settings: Settings, shutdown: CancellationToken) -> Result<Ru
             &cancellations,
             &metrics,
             schema_id,
+            attempt_log.clone(),
         )
         .await?;
-        let stage = fanout::Stage {
-            attempt_log: attempt_log.clone(),
-            ..stage
-        };
         tracker.spawn(fanout_task(stage, shutdown.clone()));
     }
     readiness.set_endpoints_loaded();
@@ -251,12 +248,9 @@ pub async fn start_fanout(settings: Settings, shutdown: CancellationToken) -> Re
         &cancellations,
         &metrics,
         schema_id,
+        attempt_log,
     )
     .await?;
-    let stage = fanout::Stage {
-        attempt_log,
-        ..stage
-    };
     // Ready once it runs: the fan-out has no assignment of its own to wait for.
     readiness.set_consuming(true);
     let task = tracker.spawn(fanout::run(stage, shutdown));
@@ -504,6 +498,7 @@ pub(crate) async fn fanout_stage(
     cancellations: &Arc<CancellationSet>,
     metrics: &Metrics,
     dlq_schema_id: u32,
+    attempt_log: attempts::AttemptLog,
 ) -> Result<fanout::Stage> {
     let subject = format!("{}-value", settings.events_topic);
     let event_schema_id = registry.register(&subject, WEBHOOK_EVENT_CURRENT).await?;
@@ -519,7 +514,7 @@ pub(crate) async fn fanout_stage(
         metrics: metrics.clone(),
         dlq_schema_id,
         event_schema_id,
-        attempt_log: attempts::AttemptLog::disabled(&settings.dispatcher_id),
+        attempt_log,
         cancellations: Arc::clone(cancellations),
     })
 }
