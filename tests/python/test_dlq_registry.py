@@ -26,6 +26,15 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
+
+def unique_name(prefix):
+    """A topic name of this test's own; under deploy/test it carries the run's id
+    (HOOKLINE_TEST_RUN), so that the run deletes it when it ends."""
+    run = os.environ.get("HOOKLINE_TEST_RUN")
+    middle = f"{run}-" if run else ""
+    return f"t-{middle}{prefix}-{uuid.uuid4().hex}"
+
+
 ROOT = Path(__file__).resolve().parents[2]
 BOOTSTRAP = os.environ.get("HOOKLINE_TEST_BOOTSTRAP", "127.0.0.1:9092")
 REGISTRY = os.environ.get("HOOKLINE_TEST_REGISTRY", "http://127.0.0.1:8081/apis/ccompat/v7")
@@ -169,7 +178,7 @@ def receiver():
 
 
 def test_confluent_kafka_reads_the_dlq_through_the_registry(tmp_path, receiver):
-    h = Hookline(f"t-py-dlq-{uuid.uuid4().hex}")
+    h = Hookline(unique_name("py-dlq"))
     h.run("topics", "create", "--tiers", "200ms")
     h.run("endpoints", "put", "ep", "--url", receiver.url, "--generate-secret")
 

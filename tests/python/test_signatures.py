@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from test_dlq_registry import DEADLINE_S, Hookline, config_toml, read_records
+from test_dlq_registry import DEADLINE_S, Hookline, config_toml, read_records, unique_name
 
 
 class Receiver:
@@ -103,7 +103,7 @@ def receiver():
 
 
 def test_v1_and_v1a_signatures_verify_with_independent_libraries(tmp_path, receiver):
-    h = Hookline(f"t-py-sig-{uuid.uuid4().hex}")
+    h = Hookline(unique_name("py-sig"))
     h.run("topics", "create", "--tiers", "200ms")
 
     old_secret, new_secret = whsec(), whsec()

@@ -20,9 +20,26 @@ pub fn registry_settings() -> RegistrySettings {
     }
 }
 
-/// A topic, group or subject name no other test (or run) uses.
+/// A topic, group or subject name no other test (or run) uses. Under `deploy/test` it
+/// carries the run's id (`HOOKLINE_TEST_RUN`), `t-<run>-<prefix>-<uuid>`, so that the run
+/// deletes its own topics when it ends and leaves another run's alone.
 pub fn unique_name(prefix: &str) -> String {
-    format!("t-{prefix}-{}", uuid::Uuid::new_v4().simple())
+    let id = uuid::Uuid::new_v4().simple();
+    match test_run() {
+        Some(run) => format!("t-{run}-{prefix}-{id}"),
+        None => format!("t-{prefix}-{id}"),
+    }
+}
+
+/// `HOOKLINE_TEST_RUN` when it is a short lower-case alphanumeric id, else none.
+fn test_run() -> Option<String> {
+    let run = std::env::var("HOOKLINE_TEST_RUN").ok()?;
+    let valid = !run.is_empty()
+        && run.len() <= 16
+        && run
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    valid.then_some(run)
 }
 
 /// The stack's data dir, as `deploy/local/stack` derives it.
