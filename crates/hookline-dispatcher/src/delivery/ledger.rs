@@ -64,7 +64,9 @@ pub(crate) async fn check(
                 remaining_ms = remaining.as_millis(),
                 "another copy of this delivery is in flight under a live lease; put off"
             );
-            return Check::Busy(remaining.max(Duration::from_secs(1)));
+            // Back after a short wait rather than the whole lease: the other copy usually
+            // ends well within it, and a copy coming back early is only put off again.
+            return Check::Busy(remaining.clamp(Duration::from_secs(1), Duration::from_secs(5)));
         }
         Ok(Claim::Unclaimed) => None,
         Err(error) => {
