@@ -16,6 +16,7 @@ pub use crate::cancellations::CancellationsConfig;
 pub use crate::endpoints::LifecycleConfig;
 pub use crate::fanout::FanoutConfig;
 pub use crate::operator::OperatorWebhooksConfig;
+pub use ledger::LedgerConfig;
 pub use outbound::OutboundConfig;
 
 pub use crate::telemetry::TelemetryConfig;
@@ -74,7 +75,8 @@ pub struct DispatcherConfig {
     pub shutdown_grace_ms: u64,
     /// Compatibility level set on the DLQ's registry subject.
     pub dlq_compatibility: Compatibility,
-    /// The optional delivery ledger (Redis) that suppresses second deliveries.
+    /// The optional delivery ledger (Redis, PostgreSQL or both) that suppresses second
+    /// deliveries.
     pub ledger: LedgerConfig,
     /// The fan-out of tenant events into deliveries.
     pub fanout: FanoutConfig,
@@ -110,24 +112,6 @@ impl GroupProtocol {
             GroupProtocol::Classic => "classic",
         }
     }
-}
-
-/// The delivery ledger: with a Redis URL, each delivery acknowledged with a 2xx is
-/// remembered (`SET NX` with a TTL) and a second copy of the same event to the same
-/// endpoint is not delivered again while it is remembered.
-#[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct LedgerConfig {
-    /// `redis://[:password@]host:port[/db]` (`rediss://` for TLS); absent or empty: no
-    /// ledger. With one, start-up fails if Redis does not answer a PING.
-    pub redis_url: Option<String>,
-    /// How long a delivery is remembered, in seconds.
-    pub ttl_s: u64,
-    /// Prepended to every key (`<prefix><length of the endpoint id>:<endpoint id>:<event id>`).
-    pub key_prefix: String,
-    /// The most one Redis command may take, in milliseconds; past it the delivery goes on
-    /// without the ledger's help.
-    pub timeout_ms: u64,
 }
 
 /// Topic names and retry tiers.
@@ -245,17 +229,6 @@ impl Default for DispatcherConfig {
             lifecycle: LifecycleConfig::default(),
             cancellations: CancellationsConfig::default(),
             operator_webhooks: OperatorWebhooksConfig::default(),
-        }
-    }
-}
-
-impl Default for LedgerConfig {
-    fn default() -> Self {
-        LedgerConfig {
-            redis_url: None,
-            ttl_s: 7 * 24 * 60 * 60,
-            key_prefix: "hookline:delivered:".to_owned(),
-            timeout_ms: 1_000,
         }
     }
 }
@@ -560,6 +533,7 @@ mod tests {
             .into_settings()
             .expect("a ledger")
             .ledger
+            .and_then(|ledger| ledger.redis)
             .expect("configured");
         assert_eq!(ledger.ttl, Duration::from_secs(604_800));
         assert_eq!(ledger.key_prefix, "hookline:delivered:");
@@ -583,6 +557,7 @@ mod tests {
     }
 }
 
+mod ledger;
 mod outbound;
 
 #[cfg(test)]

@@ -28,7 +28,6 @@ use crate::endpoints::{EndpointDefaults, EndpointTable, load_file};
 use crate::error::{DispatchError, Result};
 use crate::fanout;
 use crate::http::{ClientFactory, HttpSender};
-use crate::ledger::Ledger;
 use crate::metrics::Metrics;
 use crate::operator::{self, Operator};
 use crate::poll::{DispatchConsumer, lag_gauge, run_loop};
@@ -87,23 +86,7 @@ pub async fn start(settings: Settings, shutdown: CancellationToken) -> Result<Ru
     let metrics = Metrics::new();
     let readiness = Arc::new(Readiness::default());
 
-    let ledger = match &settings.ledger {
-        Some(ledger_settings) => {
-            let ledger = Ledger::connect(ledger_settings, &settings.dispatcher_id)
-                .await
-                .map_err(|source| DispatchError::Ledger {
-                    url: ledger_settings.redacted_url(),
-                    source,
-                })?;
-            tracing::info!(
-                redis = ledger_settings.redacted_url(),
-                ttl_s = ledger_settings.ttl.as_secs(),
-                "delivery ledger reachable"
-            );
-            Some(ledger)
-        }
-        None => None,
-    };
+    let ledger = crate::ledger::start(&settings, &metrics, &tracker, &shutdown).await?;
 
     // The DLQ's schema is registered first, so an incompatible change fails start-up rather
     // than the first parked record.

@@ -38,7 +38,7 @@ pub use dispatcher::{Running, start, start_fanout};
 pub use error::{DispatchError, Result};
 pub use fanout::{FanoutConfig, FanoutSettings};
 pub use http::{TlsError, endpoint_tls};
-pub use ledger::{LedgerError, LedgerSettings};
+pub use ledger::{LedgerError, LedgerSettings, PgSettings, RedisSettings, Terminal};
 pub use metrics::{Metrics, Totals};
 pub use operator::{NoticeType, OperatorWebhooksConfig, OperatorWebhooksSettings};
 pub use settings::Settings;

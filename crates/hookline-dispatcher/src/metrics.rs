@@ -39,7 +39,8 @@ struct ReasonLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct OpLabel {
+struct LedgerLabel {
+    store: &'static str,
     op: &'static str,
 }
 
@@ -68,7 +69,7 @@ pub struct Metrics {
     retries: Family<TierLabel, Counter>,
     dlq: Family<ReasonLabel, Counter>,
     transitions: Family<StateLabel, Counter>,
-    ledger_errors: Family<OpLabel, Counter>,
+    ledger_errors: Family<LedgerLabel, Counter>,
     deferrals: Family<DeferLabel, Counter>,
     hops: Family<TierLabel, Counter>,
     circuits: Family<StateLabel, Counter>,
@@ -121,7 +122,7 @@ impl Metrics {
         let retries = Family::<TierLabel, Counter>::default();
         let dlq = Family::<ReasonLabel, Counter>::default();
         let transitions = Family::<StateLabel, Counter>::default();
-        let ledger_errors = Family::<OpLabel, Counter>::default();
+        let ledger_errors = Family::<LedgerLabel, Counter>::default();
         let deferrals = Family::<DeferLabel, Counter>::default();
         let hops = Family::<TierLabel, Counter>::default();
         let circuits = Family::<StateLabel, Counter>::default();
@@ -160,7 +161,7 @@ impl Metrics {
         );
         registry.register(
             "webhook_ledger_errors",
-            "Delivery ledger (Redis) commands that failed or timed out, by command",
+            "Delivery ledger commands (Redis) and statements (PostgreSQL) that failed or timed out, by store and step",
             ledger_errors.clone(),
         );
         registry.register(
@@ -294,8 +295,10 @@ impl Metrics {
         self.lock_totals().duplicates_suppressed += 1;
     }
 
-    pub(crate) fn ledger_error(&self, op: &'static str) {
-        self.ledger_errors.get_or_create(&OpLabel { op }).inc();
+    pub(crate) fn ledger_error(&self, store: &'static str, op: &'static str) {
+        self.ledger_errors
+            .get_or_create(&LedgerLabel { store, op })
+            .inc();
     }
 
     pub(crate) fn retry_scheduled(&self, tier: &str) {

@@ -13,7 +13,7 @@ use hookline_kafka::{Compatibility, KafkaSettings, RegistrySettings};
 use tokio::sync::Semaphore;
 
 use crate::attempts::AttemptsSettings;
-use crate::config::{BreakerConfig, DispatcherConfig, GroupProtocol, LedgerConfig};
+use crate::config::{BreakerConfig, DispatcherConfig, GroupProtocol};
 use crate::error::{DispatchError, Result};
 use crate::fanout::FanoutSettings;
 use crate::ledger::LedgerSettings;
@@ -316,32 +316,6 @@ impl Settings {
     }
 }
 
-impl LedgerConfig {
-    /// `None` without a URL; otherwise validated settings (the URL is parsed, not dialled).
-    fn to_settings(&self) -> Result<Option<LedgerSettings>> {
-        let Some(url) = self
-            .redis_url
-            .as_deref()
-            .map(str::trim)
-            .filter(|url| !url.is_empty())
-        else {
-            return Ok(None);
-        };
-        positive("ledger.ttl_s", self.ttl_s)?;
-        positive("ledger.timeout_ms", self.timeout_ms)?;
-        let settings = LedgerSettings {
-            redis_url: url.to_owned(),
-            ttl: Duration::from_secs(self.ttl_s),
-            key_prefix: self.key_prefix.clone(),
-            timeout: Duration::from_millis(self.timeout_ms),
-        };
-        settings
-            .client()
-            .map_err(|error| DispatchError::config("ledger.redis_url", error.to_string()))?;
-        Ok(Some(settings))
-    }
-}
-
 fn non_empty(field: &str, value: &str) -> Result<()> {
     if value.trim().is_empty() {
         Err(DispatchError::config(field, "must not be empty"))
@@ -350,7 +324,7 @@ fn non_empty(field: &str, value: &str) -> Result<()> {
     }
 }
 
-fn positive(field: &str, value: u64) -> Result<()> {
+pub(crate) fn positive(field: &str, value: u64) -> Result<()> {
     if value == 0 {
         Err(DispatchError::config(field, "must be at least 1"))
     } else {

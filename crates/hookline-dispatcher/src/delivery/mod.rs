@@ -7,6 +7,7 @@
 mod admit;
 mod attempt;
 mod decode;
+mod ledger;
 mod validate;
 mod write;
 
@@ -33,7 +34,7 @@ use crate::endpoints::{Endpoint, EndpointTable};
 use crate::envelope::Failure;
 use crate::events::{Lifecycle, Outcome, Step};
 use crate::http::HttpSender;
-use crate::ledger::Ledger;
+use crate::ledger::Ledger as LedgerStores;
 use crate::metrics::Metrics;
 use crate::record::SourceRecord;
 use crate::settings::Settings;
@@ -56,7 +57,7 @@ pub(crate) struct Ctx {
     /// The attempt log (never waited for).
     pub attempt_log: crate::attempts::AttemptLog,
     /// The delivery ledger, when configured.
-    pub ledger: Option<Ledger>,
+    pub ledger: Option<LedgerStores>,
     pub metrics: Metrics,
     /// Attempts running at once, over all endpoints.
     pub global: Arc<Semaphore>,
@@ -122,6 +123,10 @@ pub(crate) struct Job<'a> {
     pub life: Lifecycle<'a>,
     /// The delivery's exported span.
     pub trace: DeliverySpan,
+    /// The PostgreSQL ledger's row and lease, once the ledger let the delivery go on.
+    pub ledger: Option<ledger::Ticket>,
+    /// The HTTP status of the last attempt, if it got one.
+    pub last_status: Option<u16>,
 }
 
 impl Job<'_> {
@@ -178,21 +183,26 @@ pub(crate) async fn run(ctx: &Ctx, delivery: &Delivery) -> Result<Outcome, Aband
                 .and_then(|value| std::str::from_utf8(value).ok()),
             &ctx.settings.group_id,
         ),
+        ledger: None,
+        last_status: None,
     };
-    let outcome = match stages(ctx, delivery, &mut job).await {
-        Ok(outcome) => outcome,
-        Err(Halt::Abandoned) => return Err(Abandoned),
+    let result = match stages(ctx, delivery, &mut job).await {
+        Ok(outcome) => Ok(outcome),
+        Err(Halt::Abandoned) => Err(Abandoned),
         Err(Halt::Reject(failure)) => {
             job.life.step(Step::Reject);
             job.trace.failed("rejected");
-            write::park(ctx, delivery, &job, failure).await?
+            write::park(ctx, delivery, &job, failure).await
         }
         Err(Halt::Park(failure)) => {
             job.trace.failed("parked");
-            write::park(ctx, delivery, &job, failure).await?
+            write::park(ctx, delivery, &job, failure).await
         }
-        Err(Halt::Defer { why, wait }) => write::defer(ctx, delivery, &mut job, why, wait).await?,
+        Err(Halt::Defer { why, wait }) => write::defer(ctx, delivery, &mut job, why, wait).await,
     };
+    // Whatever the end, the PostgreSQL ledger learns it (a lease is never left behind).
+    ledger::settle(ctx, &job, result.as_ref().ok()).await;
+    let outcome = result?;
     attempts::hooks::outcome(&ctx.attempt_log, &job, &delivery.record, &outcome);
     outcome.emit(&ctx.metrics, &mut job.life);
     Ok(outcome)
@@ -228,8 +238,15 @@ async fn stages(ctx: &Ctx, delivery: &Delivery, job: &mut Job<'_>) -> Result<Out
     ));
     job.url = Some(target.url.clone());
     job.retry = target.endpoint.retry;
-    if validate::already_delivered(ctx, &target, event).await {
-        return Ok(Outcome::DuplicateSuppressed);
+    match ledger::check(ctx, &target, event, &mut job.ledger).await {
+        ledger::Check::Deliver => {}
+        ledger::Check::Duplicate => return Ok(Outcome::DuplicateSuppressed),
+        ledger::Check::Busy(wait) => {
+            return Err(Halt::Defer {
+                why: "in_flight",
+                wait,
+            });
+        }
     }
     job.life.step(Step::Process);
     loop {
@@ -266,6 +283,7 @@ async fn stages(ctx: &Ctx, delivery: &Delivery, job: &mut Job<'_>) -> Result<Out
         }
         ctx.metrics.attempt(classification.code(), attempt.took);
         job.meta.attempt = attempt_no;
+        job.last_status = attempt.status();
         job.meta.first_attempt_at_ms = Some(first_attempt_at);
         job.meta.last_error = Some(attempt.detail.clone());
         let state = RetryState {
@@ -298,7 +316,7 @@ async fn stages(ctx: &Ctx, delivery: &Delivery, job: &mut Job<'_>) -> Result<Out
         }
         match next {
             Decision::Delivered => {
-                validate::remember_delivered(ctx, &target, event).await;
+                ledger::remember_delivered(ctx, &target, event).await;
                 return Ok(Outcome::Delivered { took: attempt.took });
             }
             Decision::Park(reason) => {

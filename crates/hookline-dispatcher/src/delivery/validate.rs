@@ -1,13 +1,12 @@
 //! Stage 2, validate: the event's own checks, its endpoint (looked up once), the URL it goes
-//! to (chosen once) and the address guard; and the delivery ledger, which may know that the
-//! endpoint has this event already.
+//! to (chosen once) and the address guard.
 
 use std::sync::Arc;
 
 use hookline_core::WebhookEvent;
 use hookline_core::envelope::ErrorReason;
 
-use super::{Ctx, Delivery, Halt, now_ms};
+use super::{Ctx, Delivery, Halt};
 use crate::endpoints::Endpoint;
 use crate::envelope::Failure;
 use crate::http::precheck;
@@ -107,43 +106,5 @@ fn chosen_url<'a>(event: &'a WebhookEvent, endpoint: &'a Endpoint) -> (&'a str, 
     match event.endpoint_url.as_deref() {
         Some(url) if url != endpoint.config.url => (url, true),
         Some(_) | None => (&endpoint.config.url, false),
-    }
-}
-
-/// Whether the ledger knows that the endpoint acknowledged this event already. A ledger
-/// that cannot answer does not hold the delivery up: it is attempted (at-least-once).
-pub(crate) async fn already_delivered(ctx: &Ctx, target: &Target, event: &WebhookEvent) -> bool {
-    let Some(ledger) = &ctx.ledger else {
-        return false;
-    };
-    match ledger
-        .was_delivered(&target.endpoint.id, &event.event_id)
-        .await
-    {
-        Ok(known) => known,
-        Err(error) => {
-            ctx.metrics.ledger_error(error.op());
-            tracing::warn!(%error, "the delivery ledger cannot be checked; delivering anyway");
-            false
-        }
-    }
-}
-
-/// Remembers a 2xx in the ledger. The endpoint has the event whatever happens here, so a
-/// failure is logged and counted, never turned into a retry.
-pub(crate) async fn remember_delivered(ctx: &Ctx, target: &Target, event: &WebhookEvent) {
-    let Some(ledger) = &ctx.ledger else {
-        return;
-    };
-    match ledger
-        .record_delivered(&target.endpoint.id, &event.event_id, now_ms())
-        .await
-    {
-        Ok(true) => {}
-        Ok(false) => tracing::info!("the delivery ledger had this delivery already"),
-        Err(error) => {
-            ctx.metrics.ledger_error(error.op());
-            tracing::warn!(%error, "the delivery could not be remembered in the ledger");
-        }
     }
 }

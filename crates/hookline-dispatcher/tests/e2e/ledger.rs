@@ -160,7 +160,7 @@ async fn deliveries_go_on_without_redis_and_the_ledger_comes_back_with_it() {
     assert!(errors >= 4, "{}", h.metrics());
     assert!(
         h.metrics()
-            .contains(r#"webhook_ledger_errors_total{op="EXISTS"}"#),
+            .contains(r#"webhook_ledger_errors_total{store="redis",op="EXISTS"}"#),
         "{}",
         h.metrics()
     );

@@ -11,6 +11,7 @@ mod harness;
 mod isolation;
 mod leaks;
 mod ledger;
+mod ledger_postgres;
 mod lifecycle;
 mod operator;
 mod pipeline;

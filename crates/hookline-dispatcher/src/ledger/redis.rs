@@ -1,70 +1,18 @@
-//! The optional delivery ledger: a Redis key per (endpoint, event) acknowledged with a 2xx,
-//! written `SET NX` with a TTL, so that a second copy of the event (a duplicate publish, a
-//! replay after a lost commit, a re-drive) is not delivered again while it is remembered.
+//! The Redis delivery ledger: a key per (endpoint, event) acknowledged with a 2xx, written
+//! `SET NX` with a TTL, so that a second copy of the event (a duplicate publish, a replay
+//! after a lost commit, a re-drive) is not delivered again while it is remembered.
 
 use std::fmt;
 use std::time::Duration;
 
+use redis::Client;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Client, RedisError};
 
-/// A `Result` with [`LedgerError`].
-pub type LedgerResult<T> = std::result::Result<T, LedgerError>;
+use super::{LedgerError, LedgerResult};
 
-/// Why the ledger could not answer.
-#[derive(Debug, thiserror::Error)]
-pub enum LedgerError {
-    /// The ledger's URL is not a Redis URL.
-    #[error("{url} is not a Redis URL: {source}")]
-    BadUrl {
-        /// The URL, password hidden.
-        url: String,
-        /// The client's parse error.
-        #[source]
-        source: RedisError,
-    },
-    /// Redis answered a command with an error, or the connection failed.
-    #[error("redis {op} failed: {source}")]
-    Redis {
-        /// The command.
-        op: &'static str,
-        /// The client's error.
-        #[source]
-        source: RedisError,
-    },
-    /// Redis did not answer in time.
-    #[error("redis {op} got no answer within {after:?}")]
-    Timeout {
-        /// The command.
-        op: &'static str,
-        /// The configured timeout.
-        after: Duration,
-    },
-    /// Redis answered, but not what the command answers.
-    #[error("redis {op} answered {answer:?}")]
-    Unexpected {
-        /// The command.
-        op: &'static str,
-        /// What it answered.
-        answer: String,
-    },
-}
-
-impl LedgerError {
-    /// The failing command, a low-cardinality label.
-    pub fn op(&self) -> &'static str {
-        match self {
-            LedgerError::BadUrl { .. } => "connect",
-            LedgerError::Redis { op, .. }
-            | LedgerError::Timeout { op, .. }
-            | LedgerError::Unexpected { op, .. } => op,
-        }
-    }
-}
-
-/// Validated ledger settings.
+/// Validated Redis ledger settings.
 #[derive(Clone)]
-pub struct LedgerSettings {
+pub struct RedisSettings {
     /// `redis://[:password@]host:port[/db]` (or `rediss://` for TLS).
     pub redis_url: String,
     /// How long a delivery is remembered.
@@ -75,7 +23,7 @@ pub struct LedgerSettings {
     pub timeout: Duration,
 }
 
-impl LedgerSettings {
+impl RedisSettings {
     /// The URL with its password hidden, for logs and errors.
     pub fn redacted_url(&self) -> String {
         redact(&self.redis_url)
@@ -90,9 +38,9 @@ impl LedgerSettings {
     }
 }
 
-impl fmt::Debug for LedgerSettings {
+impl fmt::Debug for RedisSettings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LedgerSettings")
+        f.debug_struct("RedisSettings")
             .field("redis_url", &self.redacted_url())
             .field("ttl", &self.ttl)
             .field("key_prefix", &self.key_prefix)
@@ -117,25 +65,25 @@ fn redact(url: &str) -> String {
 /// The ledger: one multiplexed connection that reconnects by itself; every command is
 /// bounded by the timeout, so an unreachable Redis costs a delivery at most that long.
 #[derive(Clone)]
-pub(crate) struct Ledger {
+pub(crate) struct RedisLedger {
     conn: ConnectionManager,
-    settings: LedgerSettings,
+    settings: RedisSettings,
     /// Stored as the key's value: who acknowledged the delivery.
     owner: String,
 }
 
-impl fmt::Debug for Ledger {
+impl fmt::Debug for RedisLedger {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Ledger")
+        f.debug_struct("RedisLedger")
             .field("settings", &self.settings)
             .field("owner", &self.owner)
             .finish_non_exhaustive()
     }
 }
 
-impl Ledger {
+impl RedisLedger {
     /// Connects and checks with a PING that Redis answers.
-    pub async fn connect(settings: &LedgerSettings, owner: &str) -> LedgerResult<Ledger> {
+    pub async fn connect(settings: &RedisSettings, owner: &str) -> LedgerResult<RedisLedger> {
         let client = settings.client()?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(settings.timeout))
@@ -149,7 +97,7 @@ impl Ledger {
             ConnectionManager::new_with_config(client, config),
         )
         .await?;
-        let ledger = Ledger {
+        let ledger = RedisLedger {
             conn,
             settings: settings.clone(),
             owner: owner.to_owned(),
@@ -236,8 +184,8 @@ async fn bounded<T>(
 mod tests {
     use super::*;
 
-    fn settings(url: &str) -> LedgerSettings {
-        LedgerSettings {
+    fn settings(url: &str) -> RedisSettings {
+        RedisSettings {
             redis_url: url.to_owned(),
             ttl: Duration::from_secs(60),
             key_prefix: "hookline:delivered:".to_owned(),
@@ -288,7 +236,7 @@ mod tests {
             .expect("a free port")
             .port();
         let started = std::time::Instant::now();
-        let error = Ledger::connect(&settings(&format!("redis://127.0.0.1:{port}")), "test")
+        let error = RedisLedger::connect(&settings(&format!("redis://127.0.0.1:{port}")), "test")
             .await
             .expect_err("nothing listens");
         assert_eq!(error.op(), "connect");

@@ -1,0 +1,190 @@
+//! End-to-end tests of the PostgreSQL delivery ledger: the real local stack (broker,
+//! registry and the stack's PostgreSQL, `HOOKLINE_TEST_POSTGRES`), a real HTTP receiver on
+//! 127.0.0.1:0, and each test's ledger tables in a schema of its own.
+
+use hookline_core::secret::Secret;
+use hookline_dispatcher::DispatcherConfig;
+use hookline_testkit::Reply;
+use sqlx::Row;
+
+use crate::harness::{Harness, event};
+
+const DELIVERED: &str = r#"webhook_delivery_total{status="succeeded"}"#;
+const SUPPRESSED: &str = r#"webhook_delivery_total{status="duplicate_suppressed"}"#;
+
+fn test_url() -> String {
+    if let Ok(url) = std::env::var("HOOKLINE_TEST_POSTGRES") {
+        return url;
+    }
+    let home = std::env::var("HOOKLINE_HOME").unwrap_or_else(|_| {
+        format!(
+            "{}/.cache/hookline",
+            std::env::var("HOME").unwrap_or_default()
+        )
+    });
+    let file = format!("{home}/data/postgres.password");
+    let password = std::fs::read_to_string(&file).unwrap_or_else(|error| {
+        panic!("no HOOKLINE_TEST_POSTGRES and no {file} ({error}): run deploy/local/stack up")
+    });
+    format!(
+        "postgres://hookline:{}@127.0.0.1:5433/hookline",
+        password.trim()
+    )
+}
+
+fn schema(test: &str) -> String {
+    format!("e2e_{test}_{}_{:x}", std::process::id(), rand_suffix())
+}
+
+fn rand_suffix() -> u32 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos())
+}
+
+fn config(h: &Harness, schema: &str) -> DispatcherConfig {
+    let mut config = h.config();
+    config.ledger.postgres_url = Some(Secret::new(test_url()));
+    config.ledger.postgres_schema = schema.to_owned();
+    config.ledger.timeout_ms = 2_000;
+    config
+}
+
+async fn db(schema: &str) -> sqlx::PgPool {
+    let url = format!("{}?options=-csearch_path%3D{schema}", test_url());
+    sqlx::PgPool::connect(&url)
+        .await
+        .expect("connect to the stack's PostgreSQL")
+}
+
+async fn trail(schema: &str, endpoint: &str, event_id: &str) -> Vec<String> {
+    sqlx::query(
+        "SELECT coalesce(from_status, '-') || '->' || to_status FROM webhook_delivery_transitions \
+         WHERE endpoint_id = $1 AND event_id = $2 ORDER BY id",
+    )
+    .bind(endpoint)
+    .bind(event_id)
+    .fetch_all(&db(schema).await)
+    .await
+    .expect("transitions")
+    .into_iter()
+    .map(|row| row.get::<String, _>(0))
+    .collect()
+}
+
+async fn drop_schema(schema: &str) {
+    let pool = sqlx::PgPool::connect(&test_url()).await.expect("connect");
+    sqlx::query(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .execute(&pool)
+        .await
+        .expect("drop schema");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_a_delivered_event_is_not_sent_again_and_is_audited() {
+    let mut h = Harness::new("pgledger-dup").await;
+    let schema = schema("dup");
+    let url = h.receiver.script("pgdup", |_| Reply::Status(204));
+    h.put_endpoint("ep-pgdup", serde_json::json!({ "url": url }))
+        .await;
+    h.start(config(&h, &schema)).await;
+
+    let event = event("ep-pgdup", 1);
+    h.publish_json(&event).await;
+    h.wait_for_metric(DELIVERED, 1).await;
+    h.publish_json(&event).await;
+    h.wait_for_metric(SUPPRESSED, 1).await;
+    assert_eq!(h.receiver.count("pgdup"), 1, "delivered once");
+    let row = sqlx::query(
+        "SELECT status, attempts, last_status, lease_owner FROM webhook_deliveries \
+         WHERE endpoint_id = 'ep-pgdup' AND event_id = $1",
+    )
+    .bind(&event.event_id)
+    .fetch_one(&db(&schema).await)
+    .await
+    .expect("the delivery's row");
+    assert_eq!(row.get::<String, _>("status"), "Succeeded");
+    assert_eq!(row.get::<i32, _>("attempts"), 1);
+    assert_eq!(row.get::<Option<i32>, _>("last_status"), Some(204));
+    assert_eq!(row.get::<Option<String>, _>("lease_owner"), None);
+    assert_eq!(
+        trail(&schema, "ep-pgdup", &event.event_id).await,
+        ["Received->Processing", "Processing->Succeeded"]
+    );
+    assert_eq!(
+        h.metric_sum("webhook_ledger_errors_total"),
+        0,
+        "{}",
+        h.metrics()
+    );
+    h.stop().await;
+    drop_schema(&schema).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_two_copies_in_flight_make_one_attempt() {
+    let mut h = Harness::new("pgledger-inflight").await;
+    let schema = schema("inflight");
+    // Slow enough (within http.timeout_ms, 2 s) that the second copy arrives while the
+    // first is being delivered.
+    let url = h.receiver.script("pgslow", |_| Reply::Slow {
+        delay_ms: 1_200,
+        status: 200,
+    });
+    h.put_endpoint("ep-pgslow", serde_json::json!({ "url": url }))
+        .await;
+    h.start(config(&h, &schema)).await;
+
+    let event = event("ep-pgslow", 1);
+    h.publish_json(&event).await;
+    h.publish_json(&event).await;
+    // The second copy finds the first under its lease: put off to a tier, not sent; it comes
+    // back after the first succeeded and is suppressed.
+    h.wait_for_metric(DELIVERED, 1).await;
+    h.wait_for_metric(SUPPRESSED, 1).await;
+    assert_eq!(h.receiver.count("pgslow"), 1, "one HTTP attempt");
+    assert!(
+        h.metrics().contains(r#"why="in_flight""#),
+        "the second copy was deferred: {}",
+        h.metrics()
+    );
+    let trail = trail(&schema, "ep-pgslow", &event.event_id).await;
+    assert_eq!(trail, ["Received->Processing", "Processing->Succeeded"]);
+    h.stop().await;
+    drop_schema(&schema).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_unreachable_deliveries_go_on_and_errors_are_counted() {
+    let mut h = Harness::new("pgledger-down").await;
+    let url = h.receiver.script("pgdown", |_| Reply::Status(200));
+    h.put_endpoint("ep-pgdown", serde_json::json!({ "url": url }))
+        .await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port();
+    let mut config = config(&h, "public");
+    config.ledger.postgres_url = Some(Secret::new(format!(
+        "postgres://hookline:s3cretpw@127.0.0.1:{port}/hookline"
+    )));
+    config.ledger.timeout_ms = 300;
+    h.start(config).await;
+    for n in 0..3 {
+        h.publish_json(&event("ep-pgdown", n)).await;
+    }
+    h.wait_for_requests("pgdown", 3).await;
+    h.wait_for_metric(DELIVERED, 3).await;
+    let metrics = h.metrics();
+    assert!(
+        metrics.contains(r#"webhook_ledger_errors_total{store="postgres",op="claim"}"#),
+        "{metrics}"
+    );
+    assert!(
+        h.metric_sum("webhook_ledger_errors_total") >= 6,
+        "{metrics}"
+    );
+    assert!(!metrics.contains("s3cretpw"));
+    assert_eq!(h.metric_sum("webhook_dlq_total"), 0, "{metrics}");
+    h.stop().await;
+}
