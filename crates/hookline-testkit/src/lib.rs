@@ -18,8 +18,8 @@ pub use proxy::Proxy;
 pub use receiver::{Received, Receiver, Reply, Script};
 pub use redis::RedisServer;
 pub use stack::{
-    kafka_settings, registry_settings, secure_bootstrap, secure_ca_file, secure_kafka_settings,
-    secure_password_file, secure_properties, unique_name,
+    kafka_settings, postgres_url, registry_settings, secure_bootstrap, secure_ca_file,
+    secure_kafka_settings, secure_password_file, secure_properties, unique_name,
 };
 pub use tls::{Issued, TestPki, TlsReceived, TlsReceiver};
 pub use topics::{TestTopics, read_all};

@@ -42,6 +42,29 @@ fn test_run() -> Option<String> {
     valid.then_some(run)
 }
 
+/// The URL of the stack's PostgreSQL (database and user `hookline`):
+/// `HOOKLINE_TEST_POSTGRES` (deploy/test sets it), else the stack's port
+/// (`HOOKLINE_POSTGRES_PORT`, default 5433) and its password file. With neither, the test
+/// fails saying how to start it (it does not skip).
+pub fn postgres_url() -> String {
+    if let Ok(url) = std::env::var("HOOKLINE_TEST_POSTGRES") {
+        return url;
+    }
+    let file = stack_data_dir().join("postgres.password");
+    let password = std::fs::read_to_string(&file).unwrap_or_else(|error| {
+        panic!(
+            "no HOOKLINE_TEST_POSTGRES and no {} ({error}): start the local stack \
+             (deploy/local/stack up)",
+            file.display()
+        )
+    });
+    let port = std::env::var("HOOKLINE_POSTGRES_PORT").unwrap_or_else(|_| "5433".to_owned());
+    format!(
+        "postgres://hookline:{}@127.0.0.1:{port}/hookline",
+        password.trim()
+    )
+}
+
 /// The stack's data dir, as `deploy/local/stack` derives it.
 fn stack_data_dir() -> PathBuf {
     if let Ok(dir) = std::env::var("HOOKLINE_DATA_DIR") {

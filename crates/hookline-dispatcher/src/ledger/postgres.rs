@@ -15,7 +15,14 @@ use tokio_util::sync::CancellationToken;
 use super::{LedgerError, LedgerResult};
 
 /// The ledger's tables (`crates/hookline-dispatcher/migrations`), built into the binary.
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+/// Other parts of hookline (the outbox, the receiver's store) may keep their tables in the
+/// same database and schema, and so in the same `_sqlx_migrations` table, with versions of
+/// their own: the ledger's migrator ignores the versions it does not know.
+fn migrator() -> sqlx::migrate::Migrator {
+    let mut migrator = sqlx::migrate!("./migrations");
+    migrator.set_ignore_missing(true);
+    migrator
+}
 
 /// Validated PostgreSQL ledger settings.
 #[derive(Clone, Debug)]
@@ -155,7 +162,8 @@ impl PgLedger {
             }
         }
         let after = self.settings.timeout.max(Duration::from_secs(10));
-        match tokio::time::timeout(after, MIGRATOR.run(&self.pool)).await {
+        let migrator = migrator();
+        match tokio::time::timeout(after, migrator.run(&self.pool)).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(source)) => Err(LedgerError::Migrate { source }),
             Err(_) => Err(LedgerError::PostgresTimeout {

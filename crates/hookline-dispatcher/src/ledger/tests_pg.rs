@@ -10,23 +10,7 @@ use sqlx::Row;
 use super::postgres::{Claim, PgLedger, PgSettings, Terminal};
 
 fn test_url() -> String {
-    if let Ok(url) = std::env::var("HOOKLINE_TEST_POSTGRES") {
-        return url;
-    }
-    let home = std::env::var("HOOKLINE_HOME").unwrap_or_else(|_| {
-        format!(
-            "{}/.cache/hookline",
-            std::env::var("HOME").unwrap_or_default()
-        )
-    });
-    let file = format!("{home}/data/postgres.password");
-    let password = std::fs::read_to_string(&file).unwrap_or_else(|error| {
-        panic!("no HOOKLINE_TEST_POSTGRES and no {file} ({error}): start the stack (deploy/local/stack up)")
-    });
-    format!(
-        "postgres://hookline:{}@127.0.0.1:5433/hookline",
-        password.trim()
-    )
+    hookline_testkit::postgres_url()
 }
 
 fn settings(schema: &str, lease: Duration) -> PgSettings {
@@ -267,4 +251,26 @@ async fn an_unreachable_postgres_fails_within_the_timeout() {
     assert_eq!(error.store(), "postgres");
     assert_eq!(error.op(), "claim");
     assert!(started.elapsed() < Duration::from_secs(2), "{error}");
+}
+
+#[tokio::test]
+async fn the_migrations_share_their_table_with_other_parts_of_hookline() {
+    // The outbox's and the receiver's tables may live in the same schema, so their
+    // versions sit in the same `_sqlx_migrations` table: the ledger still starts.
+    let (first, schema) = ledger("shared", "dispatcher-a", Duration::from_secs(30)).await;
+    sqlx::query(
+        "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
+         VALUES (29991231000001, 'another part of hookline', true, '\\x00'::bytea, 0)",
+    )
+    .execute(&pool(&schema).await)
+    .await
+    .expect("another migration");
+    first
+        .migrate()
+        .await
+        .expect("the ledger migrates beside it");
+    let again = PgLedger::new(&settings(&schema, Duration::from_secs(30)), "dispatcher-b")
+        .expect("settings");
+    again.migrate().await.expect("and so does the next replica");
+    drop_schema(&schema).await;
 }

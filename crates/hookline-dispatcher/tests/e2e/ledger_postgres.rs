@@ -13,23 +13,7 @@ const DELIVERED: &str = r#"webhook_delivery_total{status="succeeded"}"#;
 const SUPPRESSED: &str = r#"webhook_delivery_total{status="duplicate_suppressed"}"#;
 
 fn test_url() -> String {
-    if let Ok(url) = std::env::var("HOOKLINE_TEST_POSTGRES") {
-        return url;
-    }
-    let home = std::env::var("HOOKLINE_HOME").unwrap_or_else(|_| {
-        format!(
-            "{}/.cache/hookline",
-            std::env::var("HOME").unwrap_or_default()
-        )
-    });
-    let file = format!("{home}/data/postgres.password");
-    let password = std::fs::read_to_string(&file).unwrap_or_else(|error| {
-        panic!("no HOOKLINE_TEST_POSTGRES and no {file} ({error}): run deploy/local/stack up")
-    });
-    format!(
-        "postgres://hookline:{}@127.0.0.1:5433/hookline",
-        password.trim()
-    )
+    hookline_testkit::postgres_url()
 }
 
 fn schema(test: &str) -> String {
