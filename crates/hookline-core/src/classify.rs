@@ -1,8 +1,10 @@
 //! Classification of a delivery attempt's outcome: success, retryable or final failure.
 //!
-//! 2xx succeeds. Timeouts, connection errors, 408, 429, 5xx and odd statuses (1xx, out of
-//! range) are retryable. Redirects are not followed: a 3xx is a final failure. Other 4xx are
-//! final by default; [`ClassifyConfig`] changes which statuses are final.
+//! 2xx succeeds. Timeouts, connection errors, 408, 409, 429, 5xx and odd statuses (1xx, out
+//! of range) are retryable: 409 is what an idempotent receiver (`hookline-receiver`) answers
+//! to a copy that arrives while the first is still being processed. Redirects are not
+//! followed: a 3xx is a final failure. Other 4xx are final by default; [`ClassifyConfig`]
+//! changes which statuses are final.
 
 use std::fmt;
 use std::time::{Duration, SystemTime};
@@ -41,7 +43,7 @@ pub enum FailureKind {
     RequestTimeout,
     /// 429 Too Many Requests.
     TooManyRequests,
-    /// A 4xx status other than 408 and 429.
+    /// A 4xx status other than 408 and 429 (409 among them: retryable by default, though).
     ClientError {
         /// The status.
         status: u16,
@@ -152,19 +154,37 @@ impl Classification {
             Classification::Success | Classification::Retryable { .. } => None,
         }
     }
+
+    /// Whether the answer shows the endpoint up and serving, as its circuit breaker counts:
+    /// a success, a final failure, or a retryable 4xx other than 408 and 429 (a 409 from a
+    /// receiver still processing another copy). Timeouts, connection errors, 408, 429 and
+    /// 5xx count against it.
+    pub fn endpoint_alive(&self) -> bool {
+        match self {
+            Classification::Success | Classification::NonRetryable { .. } => true,
+            Classification::Retryable { reason, .. } => {
+                matches!(reason, FailureKind::ClientError { .. })
+            }
+        }
+    }
 }
+
+/// The 4xx statuses retried by default: 408 Request Timeout, 409 Conflict (a receiver still
+/// processing a copy of the same message) and 429 Too Many Requests.
+pub const RETRYABLE_4XX: [u16; 3] = [408, 409, 429];
 
 /// Which statuses of 400 and above are final.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClassifyConfig {
-    /// Statuses (>= 400) that end a delivery at once. Default: every 4xx except 408 and 429.
+    /// Statuses (>= 400) that end a delivery at once. Default: every 4xx except 408, 409
+    /// and 429.
     pub non_retryable: Vec<u16>,
 }
 
 impl Default for ClassifyConfig {
     fn default() -> Self {
         ClassifyConfig {
-            non_retryable: (400..=499).filter(|s| *s != 408 && *s != 429).collect(),
+            non_retryable: (400..=499).filter(|s| !RETRYABLE_4XX.contains(s)).collect(),
         }
     }
 }
@@ -191,22 +211,24 @@ impl ClassifyConfig {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct StatusConfig {
-    /// 4xx statuses to retry besides 408 and 429, e.g. `[409, 423, 425]`.
+    /// 4xx statuses to retry besides 408, 409 and 429, e.g. `[423, 425]`.
     pub retryable_4xx: Vec<u16>,
+    /// 4xx statuses retried by default that are to be final instead, e.g. `[409]`.
+    pub non_retryable_4xx: Vec<u16>,
     /// 5xx statuses that are final, e.g. `[501, 505]`.
     pub non_retryable_5xx: Vec<u16>,
 }
 
 /// A [`StatusConfig`] that cannot be used, naming the field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid `{field}`: {status} is not a {expected} status")]
+#[error("invalid `{field}`: {reason}")]
 pub struct StatusConfigError {
     /// The field, with its path.
     pub field: String,
     /// The status that does not belong.
     pub status: u16,
-    /// The class it must be in, `4xx` or `5xx`.
-    pub expected: &'static str,
+    /// Why, e.g. "404 is not a 5xx status".
+    pub reason: String,
 }
 
 impl StatusConfig {
@@ -220,11 +242,28 @@ impl StatusConfig {
                 Some(&status) => Err(StatusConfigError {
                     field: format!("{prefix}.{field}"),
                     status,
-                    expected,
+                    reason: format!("{status} is not a {expected} status"),
                 }),
                 None => Ok(()),
             };
         check("retryable_4xx", &self.retryable_4xx, 400..=499, "4xx")?;
+        check(
+            "non_retryable_4xx",
+            &self.non_retryable_4xx,
+            400..=499,
+            "4xx",
+        )?;
+        if let Some(&status) = self
+            .non_retryable_4xx
+            .iter()
+            .find(|s| self.retryable_4xx.contains(s))
+        {
+            return Err(StatusConfigError {
+                field: format!("{prefix}.non_retryable_4xx"),
+                status,
+                reason: format!("{status} is in retryable_4xx too"),
+            });
+        }
         check(
             "non_retryable_5xx",
             &self.non_retryable_5xx,
@@ -233,6 +272,7 @@ impl StatusConfig {
         )?;
         Ok(ClassifyConfig::default()
             .with_retryable(&self.retryable_4xx)
+            .with_non_retryable(&self.non_retryable_4xx)
             .with_non_retryable(&self.non_retryable_5xx))
     }
 }
@@ -321,8 +361,8 @@ mod tests {
     }
 
     #[test]
-    fn client_errors_are_final_except_408_and_429() {
-        for s in [400, 401, 403, 404, 409, 410, 422] {
+    fn client_errors_are_final_except_408_409_and_429() {
+        for s in [400, 401, 403, 404, 410, 422] {
             assert!(
                 matches!(status(s), Classification::NonRetryable { .. }),
                 "{s}"
@@ -331,6 +371,12 @@ mod tests {
         }
         assert_eq!(status(408).code(), "http_408");
         assert!(matches!(status(408), Classification::Retryable { .. }));
+        // A receiver still processing another copy of the message answers 409: retry later.
+        assert!(
+            matches!(status(409), Classification::Retryable { .. }),
+            "409 is retried by default"
+        );
+        assert_eq!(status(409).code(), "http_4xx");
         let limited = classify(
             AttemptOutcome::Response {
                 status: 429,
@@ -345,6 +391,22 @@ mod tests {
                 retry_after: Some(Duration::from_secs(30))
             }
         );
+    }
+
+    #[test]
+    fn a_409_keeps_the_endpoint_alive_for_its_breaker() {
+        assert!(
+            status(409).endpoint_alive(),
+            "a receiver busy with a copy is up"
+        );
+        assert!(status(200).endpoint_alive());
+        assert!(status(404).endpoint_alive());
+        for s in [408, 429, 500, 503] {
+            assert!(!status(s).endpoint_alive(), "{s}");
+        }
+        let cfg = ClassifyConfig::default();
+        assert!(!classify(AttemptOutcome::Timeout, &cfg).endpoint_alive());
+        assert!(!classify(AttemptOutcome::Connect, &cfg).endpoint_alive());
     }
 
     #[test]
@@ -368,7 +430,8 @@ mod tests {
     #[test]
     fn configurable_statuses() {
         let cfg = StatusConfig {
-            retryable_4xx: vec![409, 423, 425],
+            retryable_4xx: vec![423, 425],
+            non_retryable_4xx: vec![409],
             non_retryable_5xx: vec![501],
         }
         .to_classify_config("delivery")
@@ -382,8 +445,10 @@ mod tests {
                 &cfg,
             )
         };
-        assert!(matches!(at(409), Classification::Retryable { .. }));
+        assert!(matches!(at(409), Classification::NonRetryable { .. }));
+        assert!(matches!(at(423), Classification::Retryable { .. }));
         assert!(matches!(at(425), Classification::Retryable { .. }));
+        assert!(matches!(at(408), Classification::Retryable { .. }));
         assert!(matches!(at(404), Classification::NonRetryable { .. }));
         assert!(matches!(at(501), Classification::NonRetryable { .. }));
         assert!(matches!(at(503), Classification::Retryable { .. }));
@@ -394,6 +459,19 @@ mod tests {
         };
         let err = bad.to_classify_config("delivery").expect_err("invalid");
         assert_eq!(err.field, "delivery.retryable_4xx");
+        let both = StatusConfig {
+            retryable_4xx: vec![409],
+            non_retryable_4xx: vec![409],
+            ..StatusConfig::default()
+        };
+        let err = both
+            .to_classify_config("status")
+            .expect_err("contradiction");
+        assert_eq!(err.field, "status.non_retryable_4xx");
+        assert_eq!(
+            err.to_string(),
+            "invalid `status.non_retryable_4xx`: 409 is in retryable_4xx too"
+        );
         assert!(serde_json::from_str::<StatusConfig>(r#"{"retry":[409]}"#).is_err());
     }
 

@@ -29,10 +29,10 @@ impl DispatcherConfig {
                 PolicyError::Invalid { field, reason } => DispatchError::config(&field, reason),
                 other => DispatchError::config("retry", other.to_string()),
             })?;
-        let classify = self.status.to_classify_config("status").map_err(|error| {
-            let reason = format!("{} is not a {} status", error.status, error.expected);
-            DispatchError::config(&error.field, reason)
-        })?;
+        let classify = self
+            .status
+            .to_classify_config("status")
+            .map_err(|error| DispatchError::config(&error.field, error.reason))?;
         if self.topics.retry_tiers.is_empty() {
             return Err(DispatchError::config(
                 "topics.retry_tiers",

@@ -43,6 +43,7 @@ const KEYS: &[(&str, &str)] = &[
     ("retry", "max_attempts"),
     ("retry", "max_age_ms"),
     ("status", "retryable_4xx"),
+    ("status", "non_retryable_4xx"),
     ("status", "non_retryable_5xx"),
     ("http", "timeout_ms"),
     ("http", "max_payload_bytes"),

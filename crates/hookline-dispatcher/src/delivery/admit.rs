@@ -44,8 +44,8 @@ fn lock(breaker: &Mutex<CircuitBreaker>) -> MutexGuard<'_, CircuitBreaker> {
 }
 
 impl Admitted {
-    /// Tells the breaker how the attempt went: any answer that is not a retryable failure
-    /// shows the endpoint alive.
+    /// Tells the breaker how the attempt went ([`Classification::endpoint_alive`]: a
+    /// success, a final failure or a 409 shows the endpoint alive).
     pub fn verdict(&mut self, classification: &Classification) {
         let Some(mut ticket) = self.breaker.take() else {
             return;
@@ -53,11 +53,10 @@ impl Admitted {
         let now = Instant::now();
         let changed = {
             let mut breaker = lock(&ticket.breaker);
-            match classification {
-                Classification::Success | Classification::NonRetryable { .. } => {
-                    breaker.record_success(now, ticket.probe)
-                }
-                Classification::Retryable { .. } => breaker.record_failure(now, ticket.probe),
+            if classification.endpoint_alive() {
+                breaker.record_success(now, ticket.probe)
+            } else {
+                breaker.record_failure(now, ticket.probe)
             }
         };
         if let Some(state) = changed {

@@ -456,3 +456,34 @@ async fn revocation_cancels_deliveries_that_did_not_drain() {
     b.wait().await.expect("B stops cleanly");
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_409_from_a_receiver_still_processing_a_copy_is_retried_not_parked() {
+    // hookline-receiver answers 409 to a copy that arrives while the first is still being
+    // processed: the sender is to come back later, and the endpoint is not failing.
+    let mut h = Harness::new("conflict").await;
+    let url = h.receiver.script("busy-copy", |n| {
+        if n == 0 {
+            Reply::Status(409)
+        } else {
+            Reply::Status(200)
+        }
+    });
+    h.put_endpoint("ep-busy-copy", serde_json::json!({ "url": url }))
+        .await;
+    h.start(h.config()).await;
+    h.publish_json(&event("ep-busy-copy", 1)).await;
+    wait_until(
+        DEADLINE,
+        "the retry after the 409 is answered 200",
+        || async {
+            h.metrics()
+                .contains(r#"webhook_delivery_total{status="succeeded"} 1"#)
+                .then_some(())
+        },
+    )
+    .await;
+    assert_eq!(h.receiver.count("busy-copy"), 2, "one 409, one 200");
+    assert_eq!(h.metric_sum("webhook_dlq_total"), 0, "nothing parked");
+    h.stop().await;
+}
