@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use hookline_core::envelope::ENVELOPE_VERSION;
 use hookline_core::schema::{DLQ_ENVELOPE_CURRENT, WEBHOOK_EVENT_CURRENT};
-use hookline_kafka::Registry;
+use hookline_kafka::{Registry, STARTUP_PATIENCE, with_patience};
 use rdkafka::admin::{AdminClient, AdminOptions, AlterConfig, ResourceSpecifier};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::Consumer;
@@ -316,28 +316,34 @@ async fn check_topics(settings: &Settings, topics: &[String]) -> Result<()> {
 pub(crate) async fn register_dlq_schema(settings: &Settings, registry: &Registry) -> Result<u32> {
     let dlq_subject = format!("{}-value", settings.dlq_topic);
     let level = settings.dlq_compatibility;
-    registry.ensure_compatibility(&dlq_subject, level).await?;
+    // A registry slow to answer (a timeout, 429, 5xx) is waited out for a while; anything
+    // else stops start-up with its reason.
+    with_patience("the DLQ subject's compatibility", STARTUP_PATIENCE, || {
+        registry.ensure_compatibility(&dlq_subject, level)
+    })
+    .await?;
     // A refusal (409: incompatible with what the subject holds) names the subject, the level
     // and the registry's own message (the `message` of its JSON answer).
-    let schema_id = registry
-        .register(&dlq_subject, DLQ_ENVELOPE_CURRENT)
-        .await
-        .map_err(|error| match error {
-            hookline_kafka::Error::RegistryRefused { status, body, .. } => {
-                hookline_kafka::Error::RegistryRefused {
-                    context: format!(
-                        "the DLQ envelope schema v{ENVELOPE_VERSION} under subject \
+    let schema_id = with_patience("the DLQ schema", STARTUP_PATIENCE, || {
+        registry.register(&dlq_subject, DLQ_ENVELOPE_CURRENT)
+    })
+    .await
+    .map_err(|error| match error {
+        hookline_kafka::Error::RegistryRefused { status, body, .. } => {
+            hookline_kafka::Error::RegistryRefused {
+                context: format!(
+                    "the DLQ envelope schema v{ENVELOPE_VERSION} under subject \
                          {dlq_subject} with compatibility {level}"
-                    ),
-                    status,
-                    body: serde_json::from_str::<serde_json::Value>(&body)
-                        .ok()
-                        .and_then(|answer| answer.get("message")?.as_str().map(str::to_owned))
-                        .unwrap_or(body),
-                }
+                ),
+                status,
+                body: serde_json::from_str::<serde_json::Value>(&body)
+                    .ok()
+                    .and_then(|answer| answer.get("message")?.as_str().map(str::to_owned))
+                    .unwrap_or(body),
             }
-            other => other,
-        })?;
+        }
+        other => other,
+    })?;
     tracing::info!(
         subject = dlq_subject,
         schema_id,
@@ -484,7 +490,10 @@ pub(crate) async fn fanout_stage(
     attempt_log: attempts::AttemptLog,
 ) -> Result<fanout::Stage> {
     let subject = format!("{}-value", settings.events_topic);
-    let event_schema_id = registry.register(&subject, WEBHOOK_EVENT_CURRENT).await?;
+    let event_schema_id = with_patience("the event schema", STARTUP_PATIENCE, || {
+        registry.register(&subject, WEBHOOK_EVENT_CURRENT)
+    })
+    .await?;
     tracing::info!(
         subject,
         schema_id = event_schema_id,

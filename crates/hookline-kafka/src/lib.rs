@@ -12,6 +12,6 @@ pub use error::{Error, Result};
 pub use headers::{NativeHeaders, RawHeader, read_header_list, read_headers};
 pub use registry::{
     Compatibility, MAX_SCHEMA_DEPTH, Registry, RegistrySettings, RegistrySettingsError,
-    SchemaRefusal, check_writer_schema,
+    STARTUP_PATIENCE, SchemaRefusal, check_writer_schema, with_patience,
 };
 pub use settings::{KafkaSettings, PropertyError, RESERVED_PROPERTIES, is_sensitive};

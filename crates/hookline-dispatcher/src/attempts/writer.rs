@@ -74,7 +74,12 @@ pub(crate) async fn register_attempt_schema(
     registry: &Registry,
 ) -> Result<u32> {
     let subject = format!("{}-value", settings.attempts.topic);
-    let id = registry.register(&subject, WEBHOOK_ATTEMPT_CURRENT).await?;
+    let id = hookline_kafka::with_patience(
+        "the attempt-log schema",
+        hookline_kafka::STARTUP_PATIENCE,
+        || registry.register(&subject, WEBHOOK_ATTEMPT_CURRENT),
+    )
+    .await?;
     tracing::info!(subject, schema_id = id, "attempt-log schema registered");
     Ok(id)
 }

@@ -5,6 +5,7 @@
 mod config;
 mod decode;
 mod nesting;
+mod patience;
 
 use std::fmt;
 use std::sync::Arc;
@@ -22,6 +23,7 @@ use serde::Deserialize;
 use self::config::Auth;
 pub use self::config::{RegistrySettings, RegistrySettingsError};
 pub use self::nesting::{MAX_SCHEMA_DEPTH, SchemaRefusal};
+pub use self::patience::{STARTUP_PATIENCE, with_patience};
 use crate::{Error, Result};
 
 /// Checks a writer schema that comes from elsewhere than the registry (an archive file's)
