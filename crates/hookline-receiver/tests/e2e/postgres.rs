@@ -111,6 +111,9 @@ async fn claimed(store: &PgStore, id: &str, lease: Duration) -> hookline_receive
 async fn pg_ids_go_processing_failed_processing_succeeded_and_each_step_is_audited() {
     let db = Db::new("states").await;
     let store = db.store("default").await;
+    let url: url::Url = postgres_url().parse().expect("url");
+    let password = url.password().expect("the stack's URL has a password");
+    assert!(!format!("{store:?}").contains(password), "{store:?}");
     let first = claimed(&store, "msg_1", MINUTE).await;
     assert_eq!(
         db.row("default", "msg_1").await,
