@@ -3,7 +3,10 @@ receiver.rs) with requests signed by the official `standardwebhooks` package, th
 sender other than hookline signs them: valid ones are processed (200), tampered ones and
 stale timestamps are refused (401), and a duplicate gets 200 without being processed again.
 
-It starts its own `redis-server` on a free loopback port and the receiver binary
+It runs once with Redis (its own `redis-server` on a free loopback port) and once with the
+PostgreSQL store (the local stack's PostgreSQL, HOOKLINE_TEST_POSTGRES or the stack's port
+5433 and password file; a schema of its own, dropped with `psql` at the end), and the
+receiver binary
 (HOOKLINE_RECEIVER_BIN, default `$CARGO_TARGET_DIR/debug/examples/receiver`, built with
 `cargo build -p hookline-receiver --example receiver` when missing).
 """
@@ -74,13 +77,43 @@ def redis_url():
     server.wait()
 
 
+def postgres_url() -> str:
+    if "HOOKLINE_TEST_POSTGRES" in os.environ:
+        return os.environ["HOOKLINE_TEST_POSTGRES"]
+    data = Path(os.environ.get("HOOKLINE_HOME", Path.home() / ".cache" / "hookline")) / "data"
+    password = (data / "postgres.password").read_text().strip()
+    port = os.environ.get("HOOKLINE_POSTGRES_PORT", "5433")
+    return f"postgres://hookline:{password}@127.0.0.1:{port}/hookline"
+
+
+@pytest.fixture
+def postgres_store():
+    url = postgres_url()
+    schema = f"t_py_receiver_{uuid.uuid4().hex[:12]}"
+    yield {"HOOKLINE_RECEIVER_POSTGRES_URL": url}, ["--postgres-schema", schema]
+    subprocess.run(
+        ["psql", "-q", "-v", "ON_ERROR_STOP=1", url, "-c", f"DROP SCHEMA IF EXISTS {schema} CASCADE"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+
+
+@pytest.fixture(params=["redis", "postgres"])
+def store(request):
+    """Environment and flags of the receiver's store."""
+    if request.param == "redis":
+        url = request.getfixturevalue("redis_url")
+        return {"HOOKLINE_RECEIVER_REDIS_URL": url}, ["--key-prefix", f"test:{uuid.uuid4().hex}:"]
+    return request.getfixturevalue("postgres_store")
+
+
 class Receiver:
     """The example receiver, its stdout collected line by line."""
 
-    def __init__(self, redis_url: str):
-        env = dict(os.environ, HOOKLINE_RECEIVER_SECRETS=SECRET, HOOKLINE_RECEIVER_REDIS_URL=redis_url)
+    def __init__(self, store_env: dict, store_args: list):
+        env = dict(os.environ, HOOKLINE_RECEIVER_SECRETS=SECRET, **store_env)
         self.proc = subprocess.Popen(
-            [str(receiver_bin()), "--listen", "127.0.0.1:0", "--key-prefix", f"test:{uuid.uuid4().hex}:"],
+            [str(receiver_bin()), "--listen", "127.0.0.1:0", *store_args],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -111,8 +144,8 @@ class Receiver:
 
 
 @pytest.fixture
-def receiver(redis_url):
-    r = Receiver(redis_url)
+def receiver(store):
+    r = Receiver(*store)
     yield r
     r.close()
 

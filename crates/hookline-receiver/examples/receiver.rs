@@ -1,10 +1,13 @@
 //! An example webhook receiver: verifies hookline's signatures, de-duplicates on
-//! `webhook-id` in Redis, and prints each processed event once (`processed <id> <body>`).
+//! `webhook-id` in Redis or PostgreSQL, and prints each processed event once
+//! (`processed <id> <body>`).
 //!
 //! ```sh
 //! HOOKLINE_RECEIVER_SECRETS='whsec_...,whpk_...' \
 //!   cargo run -p hookline-receiver --example receiver -- \
 //!   --listen 127.0.0.1:8088 --redis-url redis://127.0.0.1:6379
+//! # or, instead of Redis:
+//! HOOKLINE_RECEIVER_POSTGRES_URL='postgres://user:pw@127.0.0.1:5432/app' ...
 //! ```
 //!
 //! Webhooks are accepted on every path (`POST`).
@@ -19,7 +22,8 @@ use axum::routing::post;
 use clap::Parser;
 use hookline_core::secret::Secret;
 use hookline_receiver::{
-    OnStoreError, ReceiverConfig, RedisStore, RedisStoreSettings, Verified, WebhookLayer,
+    OnStoreError, PgStore, PgStoreSettings, ReceiverConfig, ReceiverSettings, RedisStore,
+    RedisStoreSettings, Verified, WebhookLayer,
 };
 
 #[derive(Parser)]
@@ -46,13 +50,26 @@ struct Args {
     /// Prefix of the Redis keys.
     #[arg(long, default_value = "hookline:receiver:")]
     key_prefix: String,
+    /// Remember webhook ids in this PostgreSQL instead of Redis (table `hookline_received`,
+    /// made when missing).
+    #[arg(long, env = "HOOKLINE_RECEIVER_POSTGRES_URL", hide_env_values = true)]
+    postgres_url: Option<String>,
+    /// The schema of the PostgreSQL tables.
+    #[arg(long, default_value = "public")]
+    postgres_schema: String,
+    /// This receiver's name in the PostgreSQL table (receivers sharing it are kept apart).
+    #[arg(long, default_value = "default")]
+    receiver_name: String,
     /// Timestamp tolerance, seconds.
     #[arg(long, default_value_t = 300)]
     tolerance_s: u64,
     /// How long a webhook id is remembered, seconds.
     #[arg(long, default_value_t = 86_400)]
     dedup_ttl_s: u64,
-    /// Process webhooks when Redis is unavailable instead of answering 503.
+    /// How long a claim holds an id while its handler runs, seconds.
+    #[arg(long, default_value_t = 60)]
+    processing_lease_s: u64,
+    /// Process webhooks when the store is unavailable instead of answering 503.
     #[arg(long)]
     fail_open: bool,
 }
@@ -95,19 +112,32 @@ async fn main() -> anyhow::Result<()> {
     let mut config = ReceiverConfig::with_secrets(secrets(&args)?);
     config.tolerance_s = args.tolerance_s;
     config.dedup_ttl_s = args.dedup_ttl_s;
+    config.processing_lease_s = args.processing_lease_s;
     if args.fail_open {
         config.on_store_error = OnStoreError::Process;
     }
     let settings = config.into_settings()?;
-    let mut redis = RedisStoreSettings::new(Secret::new(args.redis_url.clone()));
-    redis.key_prefix = args.key_prefix.clone();
-    let redacted = redis.redacted_url();
-    let store = RedisStore::connect(redis)
-        .await
-        .with_context(|| format!("connecting to Redis at {redacted}"))?;
-    let app = Router::new()
-        .fallback(post(process))
-        .layer(WebhookLayer::new(settings, store));
+    let app = match &args.postgres_url {
+        Some(url) => {
+            let mut pg = PgStoreSettings::new(Secret::resolve(url).context("--postgres-url")?);
+            pg.schema = args.postgres_schema.clone();
+            pg.receiver = args.receiver_name.clone();
+            let redacted = pg.redacted_url();
+            let store = PgStore::connect(pg)
+                .await
+                .with_context(|| format!("connecting to PostgreSQL at {redacted}"))?;
+            app(settings, store)
+        }
+        None => {
+            let mut redis = RedisStoreSettings::new(Secret::new(args.redis_url.clone()));
+            redis.key_prefix = args.key_prefix.clone();
+            let redacted = redis.redacted_url();
+            let store = RedisStore::connect(redis)
+                .await
+                .with_context(|| format!("connecting to Redis at {redacted}"))?;
+            app(settings, store)
+        }
+    };
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await
         .with_context(|| format!("binding --listen {}", args.listen))?;
@@ -119,6 +149,12 @@ async fn main() -> anyhow::Result<()> {
         })
         .await?;
     Ok(())
+}
+
+fn app(settings: ReceiverSettings, store: impl hookline_receiver::DedupStore) -> Router {
+    Router::new()
+        .fallback(post(process))
+        .layer(WebhookLayer::new(settings, store))
 }
 
 /// The application's handler: here, print the event.

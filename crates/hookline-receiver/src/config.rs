@@ -34,6 +34,10 @@ pub struct ReceiverConfig {
     pub max_body_bytes: usize,
     /// How long a webhook id is remembered, in seconds (24 h by default).
     pub dedup_ttl_s: u64,
+    /// How long a claim holds an id while its handler runs, in seconds (60 by default, at
+    /// most `dedup_ttl_s`): copies get 409 meanwhile; after it (a receiver that crashed
+    /// mid-handler) a retry is processed. Longer than the slowest handler.
+    pub processing_lease_s: u64,
     /// What to do when the store cannot answer.
     pub on_store_error: OnStoreError,
 }
@@ -45,6 +49,7 @@ impl Default for ReceiverConfig {
             tolerance_s: DEFAULT_TOLERANCE.as_secs(),
             max_body_bytes: 1024 * 1024,
             dedup_ttl_s: 24 * 60 * 60,
+            processing_lease_s: 60,
             on_store_error: OnStoreError::Reject,
         }
     }
@@ -81,6 +86,8 @@ pub struct ReceiverSettings {
     pub max_body_bytes: usize,
     /// How long an id is remembered.
     pub dedup_ttl: Duration,
+    /// How long a claim holds an id while its handler runs.
+    pub processing_lease: Duration,
     /// What to do when the store cannot answer.
     pub on_store_error: OnStoreError,
 }
@@ -112,6 +119,11 @@ impl ReceiverConfig {
         range(self.tolerance_s > 0, "tolerance_s", "at least 1")?;
         range(self.max_body_bytes > 0, "max_body_bytes", "at least 1")?;
         range(self.dedup_ttl_s > 0, "dedup_ttl_s", "at least 1")?;
+        range(
+            (1..=self.dedup_ttl_s).contains(&self.processing_lease_s),
+            "processing_lease_s",
+            "at least 1 and at most dedup_ttl_s",
+        )?;
         let mut secrets = Vec::new();
         let mut keys = Vec::new();
         for (index, entry) in self.secrets.iter().enumerate() {
@@ -129,6 +141,7 @@ impl ReceiverConfig {
             verifier: Verifier::new(secrets, keys, Duration::from_secs(self.tolerance_s)),
             max_body_bytes: self.max_body_bytes,
             dedup_ttl: Duration::from_secs(self.dedup_ttl_s),
+            processing_lease: Duration::from_secs(self.processing_lease_s),
             on_store_error: self.on_store_error,
         })
     }
@@ -154,12 +167,32 @@ mod tests {
     }
 
     #[test]
-    fn defaults_are_five_minutes_and_a_day() {
+    fn the_lease_is_shorter_than_the_ttl() {
+        let mut config =
+            ReceiverConfig::with_secrets([Secret::new("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")]);
+        config.dedup_ttl_s = 30;
+        let error = config.clone().into_settings().expect_err("60 s > 30 s");
+        assert_eq!(
+            error.to_string(),
+            "processing_lease_s must be at least 1 and at most dedup_ttl_s"
+        );
+        config.processing_lease_s = 0;
+        assert!(config.clone().into_settings().is_err());
+        config.processing_lease_s = 30;
+        assert_eq!(
+            config.into_settings().expect("valid").processing_lease,
+            Duration::from_secs(30)
+        );
+    }
+
+    #[test]
+    fn defaults_are_five_minutes_a_minute_and_a_day() {
         let settings =
             ReceiverConfig::with_secrets([Secret::new("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")])
                 .into_settings()
                 .expect("valid");
         assert_eq!(settings.dedup_ttl, Duration::from_secs(86_400));
+        assert_eq!(settings.processing_lease, Duration::from_secs(60));
         assert_eq!(settings.on_store_error, OnStoreError::Reject);
     }
 }

@@ -1,6 +1,7 @@
 //! The `tower` layer: reads the body (bounded), verifies the signature, claims the
-//! `webhook-id` in the [`DedupStore`], runs the inner service once per id, and records its
-//! outcome (2xx: `succeeded`; anything else, or a dropped request: the id is released).
+//! `webhook-id` in the [`DedupStore`] under a processing lease, runs the inner service once
+//! per id, and records its outcome with the claim's token (2xx: `succeeded`; anything else,
+//! or a dropped request: the claim is released).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -16,7 +17,7 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tower::{Layer, Service};
 
 use crate::config::{OnStoreError, ReceiverSettings};
-use crate::dedup::{Claim, DedupStore};
+use crate::dedup::{Claim, ClaimToken, DedupStore, Settle};
 use crate::verify::Rejection;
 
 type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
@@ -135,8 +136,12 @@ where
     let id = verified.id.clone();
     parts.extensions.insert(verified);
     let request = Request::from_parts(parts, Body::from(bytes));
-    match layer.store.claim(&id, settings.dedup_ttl).await {
-        Ok(Claim::Claimed) => {}
+    let token = match layer
+        .store
+        .claim(&id, settings.processing_lease, settings.dedup_ttl)
+        .await
+    {
+        Ok(Claim::Claimed(token)) => token,
         Ok(Claim::Succeeded) => {
             tracing::info!(webhook_id = %id, "duplicate of a processed webhook, not processed again");
             return (StatusCode::OK, "duplicate: already processed").into_response();
@@ -163,25 +168,44 @@ where
                 return call(&mut inner, request).await;
             }
         },
-    }
+    };
     let mut claim = ClaimGuard {
         store: layer.store.clone(),
-        id: Some(id),
+        claim: Some((id, token)),
     };
     let response = call(&mut inner, request).await;
-    let Some(id) = claim.id.take() else {
+    let Some((id, token)) = claim.claim.take() else {
         return response;
     };
     if response.status().is_success() {
-        if let Err(error) = layer.store.succeed(&id, settings.dedup_ttl).await {
+        match layer.store.succeed(&id, &token, settings.dedup_ttl).await {
+            Ok(Settle::Recorded) => {}
+            Ok(Settle::Superseded) => {
+                tracing::warn!(webhook_id = %id, "handler outlived its processing lease: another copy claimed the id since, success not recorded");
+            }
             // The handler's work is done: the sender is told so; copies get 409 until the
-            // `processing` key expires.
-            tracing::warn!(webhook_id = %id, op = error.op(), %error, "could not record the webhook as succeeded");
+            // processing lease runs out.
+            Err(error) => {
+                tracing::warn!(webhook_id = %id, op = error.op(), %error, "could not record the webhook as succeeded");
+            }
         }
-    } else if let Err(error) = layer.store.release(&id).await {
-        tracing::warn!(webhook_id = %id, op = error.op(), %error, "could not release a failed webhook's id");
+    } else {
+        release(&*layer.store, &id, &token, "failed").await;
     }
     response
+}
+
+/// Gives a claim up; a claim taken over by a newer copy (its lease ran out) stays that copy's.
+async fn release<D: DedupStore>(store: &D, id: &str, token: &ClaimToken, why: &'static str) {
+    match store.release(id, token).await {
+        Ok(Settle::Recorded) => {}
+        Ok(Settle::Superseded) => {
+            tracing::info!(webhook_id = %id, why, "claim not released: another copy holds the id since its lease ran out");
+        }
+        Err(error) => {
+            tracing::warn!(webhook_id = %id, why, op = error.op(), %error, "could not release a webhook's claim; a retry is processed once the lease runs out");
+        }
+    }
 }
 
 async fn call<S>(inner: &mut S, request: Request<Body>) -> Response
@@ -203,19 +227,18 @@ fn refuse(rejection: Rejection) -> Response {
 /// sender hung up, the handler panicked), so the retry is processed, not answered 409.
 struct ClaimGuard<D: DedupStore> {
     store: Arc<D>,
-    id: Option<String>,
+    claim: Option<(String, ClaimToken)>,
 }
 
 impl<D: DedupStore> Drop for ClaimGuard<D> {
     fn drop(&mut self) {
-        let Some(id) = self.id.take() else { return };
+        let Some((id, token)) = self.claim.take() else {
+            return;
+        };
         let store = self.store.clone();
+        // Without a runtime the lease runs out by itself.
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
-                if let Err(error) = store.release(&id).await {
-                    tracing::warn!(webhook_id = %id, op = error.op(), %error, "could not release an abandoned webhook's id");
-                }
-            });
+            runtime.spawn(async move { release(&*store, &id, &token, "abandoned").await });
         }
     }
 }

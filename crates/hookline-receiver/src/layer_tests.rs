@@ -17,7 +17,7 @@ use tower::ServiceExt;
 
 use super::*;
 use crate::config::ReceiverConfig;
-use crate::dedup::memory::MemoryStore;
+use crate::dedup::memory::{MemoryStore, State};
 use crate::verify::Verified;
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -105,7 +105,7 @@ async fn a_duplicate_of_a_processed_webhook_gets_200_without_the_handler() {
         send(&f.router, signed("evt_1", NOW, "{}")).await,
         (StatusCode::OK, "evt_1 2".to_owned())
     );
-    assert_eq!(f.store.state("evt_1"), Some(Claim::Succeeded));
+    assert_eq!(f.store.state("evt_1"), Some(State::Succeeded));
     let (status, _) = send(&f.router, signed("evt_1", NOW + 1, "{}")).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(f.handler.runs.load(Ordering::SeqCst), 1);
@@ -126,7 +126,7 @@ async fn a_failed_handler_releases_the_id_so_the_retry_is_processed() {
     let (status, _) = send(&f.router, signed("evt_2", NOW, "{}")).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(f.handler.runs.load(Ordering::SeqCst), 2);
-    assert_eq!(f.store.state("evt_2"), Some(Claim::Succeeded));
+    assert_eq!(f.store.state("evt_2"), Some(State::Succeeded));
 }
 
 #[tokio::test]
@@ -172,7 +172,7 @@ async fn a_request_dropped_mid_handler_releases_its_id() {
         async move { send(&router, signed("evt_4", NOW, "{}")).await }
     });
     f.handler.started.notified().await;
-    assert_eq!(f.store.state("evt_4"), Some(Claim::Processing));
+    assert_eq!(f.store.state("evt_4"), Some(State::Processing));
     first.abort();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     while f.store.state("evt_4").is_some() {

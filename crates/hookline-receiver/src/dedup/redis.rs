@@ -1,6 +1,9 @@
 //! The Redis [`DedupStore`]: one key per webhook id, `<prefix><webhook-id>`, whose value is
-//! `processing` or `succeeded`; claimed with `SET key processing NX GET EX ttl` (one atomic
-//! command that also tells what an existing key holds; Redis 7.0 or later).
+//! `processing:<token>` or `succeeded`. Claimed with `SET key processing:<token> NX GET PX
+//! lease` (one atomic command that also tells what an existing key holds; Redis 7.0 or
+//! later), so a crashed receiver's claim runs out after the lease; success and release are
+//! small Lua scripts that compare the token first, so a copy whose lease ran out cannot
+//! touch the claim of the copy after it.
 
 use std::fmt;
 use std::time::Duration;
@@ -8,10 +11,32 @@ use std::time::Duration;
 use redis::Client;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
-use super::{Claim, DedupStore, StoreError};
+use super::{Claim, ClaimToken, DedupStore, Settle, StoreError};
 
 const PROCESSING: &str = "processing";
 const SUCCEEDED: &str = "succeeded";
+
+/// KEYS[1] the id's key, ARGV[1] `processing:<token>`, ARGV[2] the TTL in seconds. Records
+/// success when the key is this claim's, or gone (the lease ran out and no copy came).
+const SUCCEED: &str = "
+local found = redis.call('GET', KEYS[1])
+if found == false or found == ARGV[1] then
+  redis.call('SET', KEYS[1], 'succeeded', 'EX', ARGV[2])
+  return 1
+end
+return 0";
+
+/// KEYS[1] the id's key, ARGV[1] `processing:<token>`: deletes the key only if it is this
+/// claim's.
+const RELEASE: &str = "
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0";
+
+fn processing(token: &ClaimToken) -> String {
+    format!("{PROCESSING}:{}", token.as_str())
+}
 
 /// Where the Redis store connects and how it names its keys.
 #[derive(Clone)]
@@ -111,39 +136,61 @@ impl RedisStore {
 }
 
 impl DedupStore for RedisStore {
-    async fn claim(&self, id: &str, ttl: Duration) -> Result<Claim, StoreError> {
+    async fn claim(&self, id: &str, lease: Duration, _ttl: Duration) -> Result<Claim, StoreError> {
+        let token = ClaimToken::random();
         let mut cmd = redis::cmd("SET");
         cmd.arg(self.key(id))
-            .arg(PROCESSING)
+            .arg(processing(&token))
             .arg("NX")
             .arg("GET")
-            .arg("EX")
-            .arg(ttl.as_secs().max(1));
+            .arg("PX")
+            .arg(millis(lease));
         let found: Option<String> = self.query("SET", cmd).await?;
         match found.as_deref() {
-            None => Ok(Claim::Claimed),
-            Some(PROCESSING) => Ok(Claim::Processing),
+            None => Ok(Claim::Claimed(token)),
             Some(SUCCEEDED) => Ok(Claim::Succeeded),
+            // `processing` alone: a key written before claims had tokens.
+            Some(value) if value.split(':').next() == Some(PROCESSING) => Ok(Claim::Processing),
             Some(_) => Err(StoreError::Unexpected { op: "SET" }),
         }
     }
 
-    async fn succeed(&self, id: &str, ttl: Duration) -> Result<(), StoreError> {
-        let mut cmd = redis::cmd("SET");
-        cmd.arg(self.key(id))
-            .arg(SUCCEEDED)
-            .arg("EX")
+    async fn succeed(
+        &self,
+        id: &str,
+        token: &ClaimToken,
+        ttl: Duration,
+    ) -> Result<Settle, StoreError> {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(SUCCEED)
+            .arg(1)
+            .arg(self.key(id))
+            .arg(processing(token))
             .arg(ttl.as_secs().max(1));
-        let _: String = self.query("SET", cmd).await?;
-        Ok(())
+        settled("EVAL succeed", self.query("EVAL succeed", cmd).await?)
     }
 
-    async fn release(&self, id: &str) -> Result<(), StoreError> {
-        let mut cmd = redis::cmd("DEL");
-        cmd.arg(self.key(id));
-        let _: u64 = self.query("DEL", cmd).await?;
-        Ok(())
+    async fn release(&self, id: &str, token: &ClaimToken) -> Result<Settle, StoreError> {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(RELEASE)
+            .arg(1)
+            .arg(self.key(id))
+            .arg(processing(token));
+        settled("EVAL release", self.query("EVAL release", cmd).await?)
     }
+}
+
+fn settled(op: &'static str, changed: i64) -> Result<Settle, StoreError> {
+    match changed {
+        1 => Ok(Settle::Recorded),
+        0 => Ok(Settle::Superseded),
+        _ => Err(StoreError::Unexpected { op }),
+    }
+}
+
+/// A lease in milliseconds for `PX`, at least 1.
+fn millis(lease: Duration) -> u64 {
+    u64::try_from(lease.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
 async fn bounded<T>(

@@ -1,6 +1,7 @@
 //! hookline itself delivering to a receiver behind the layer, with forced duplicates: each
 //! event published twice under one event id, and a handler that fails the first time.
-//! The handler completes once per event id, and hookline records every copy a success.
+//! The handler completes once per event id, and hookline records every copy a success;
+//! with the Redis store and with the PostgreSQL one.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -13,7 +14,9 @@ use axum::routing::post;
 use hookline_core::WebhookEvent;
 use hookline_core::secret::Secret;
 use hookline_dispatcher::{DispatcherConfig, start};
-use hookline_receiver::{ReceiverConfig, RedisStore, RedisStoreSettings, Verified, WebhookLayer};
+use hookline_receiver::{
+    DedupStore, ReceiverConfig, RedisStore, RedisStoreSettings, Verified, WebhookLayer,
+};
 use hookline_testkit::{
     TestTopics, kafka_settings, read_all, registry_settings, unique_name, wait_until,
 };
@@ -21,7 +24,7 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use tokio_util::sync::CancellationToken;
 
-use crate::store::SECRET;
+use crate::support::SECRET;
 use hookline_testkit::RedisServer;
 
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -80,6 +83,53 @@ async fn hookline_delivers_duplicates_and_retries_and_the_handler_completes_once
     let mut store_settings = RedisStoreSettings::new(Secret::new(redis.url()));
     store_settings.timeout = Duration::from_millis(500);
     let store = RedisStore::connect(store_settings).await.expect("store");
+    let events = deliver_duplicates(store).await;
+    for event in &events {
+        let key = format!("hookline:receiver:{}", event.event_id);
+        let value: Option<String> = redis.query(redis::cmd("GET").arg(&key)).await;
+        assert_eq!(value.as_deref(), Some("succeeded"), "{key}");
+    }
+}
+
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn hookline_delivers_duplicates_to_a_postgres_backed_receiver_that_runs_each_once() {
+    let schema = format!(
+        "t_rcv_dispatch_{}_{:x}",
+        std::process::id(),
+        rand::random::<u32>()
+    );
+    let mut store_settings =
+        hookline_receiver::PgStoreSettings::new(Secret::new(hookline_testkit::postgres_url()));
+    store_settings.schema = schema.clone();
+    store_settings.receiver = "dispatch-test".to_owned();
+    let store = hookline_receiver::PgStore::connect(store_settings)
+        .await
+        .expect("store");
+    let events = deliver_duplicates(store).await;
+    let pool = sqlx::PgPool::connect(&hookline_testkit::postgres_url())
+        .await
+        .expect("connect");
+    for event in &events {
+        let row: (String, i32) = sqlx::query_as(&format!(
+            "SELECT status, attempts FROM {schema}.hookline_received \
+             WHERE receiver = 'dispatch-test' AND webhook_id = $1"
+        ))
+        .bind(&event.event_id)
+        .fetch_one(&pool)
+        .await
+        .expect("a row per event");
+        // Two claims won: the failed first call and the completed retry.
+        assert_eq!(row, ("Succeeded".to_owned(), 2), "{}", event.event_id);
+    }
+    sqlx::query(&format!("DROP SCHEMA {schema} CASCADE"))
+        .execute(&pool)
+        .await
+        .expect("drop schema");
+}
+
+/// Runs the scenario against a receiver over `store`; the events it published.
+async fn deliver_duplicates<D: DedupStore>(store: D) -> Vec<WebhookEvent> {
     let settings = ReceiverConfig::with_secrets([Secret::new(SECRET)])
         .into_settings()
         .expect("valid");
@@ -202,11 +252,6 @@ async fn hookline_delivers_duplicates_and_retries_and_the_handler_completes_once
             );
         }
     }
-    for event in &events {
-        let key = format!("hookline:receiver:{}", event.event_id);
-        let value: Option<String> = redis.query(redis::cmd("GET").arg(&key)).await;
-        assert_eq!(value.as_deref(), Some("succeeded"), "{key}");
-    }
     assert!(
         read_all(&kafka, &topics.dlq, 0, DEADLINE).await.is_empty(),
         "nothing parked"
@@ -216,4 +261,5 @@ async fn hookline_delivers_duplicates_and_retries_and_the_handler_completes_once
     running.wait().await.expect("clean stop");
     server_stop.cancel();
     let _ = server.await;
+    events
 }

@@ -1,22 +1,19 @@
-//! The Redis store's key layout and state machine, and the layer's 503 when Redis is gone.
+//! The Redis store's key layout, lease and owner tokens, and the layer's 503 when Redis is
+//! gone, against a real `redis-server` each test starts.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use axum::Router;
-use axum::body::Body;
-use axum::routing::post;
 use hookline_core::secret::Secret;
-use hookline_core::signing::SigningSecret;
 use hookline_receiver::{
-    Claim, DedupStore, ReceiverConfig, RedisStore, RedisStoreSettings, WebhookLayer,
+    Claim, DedupStore, ReceiverConfig, RedisStore, RedisStoreSettings, Settle,
 };
-use http::{Request, StatusCode};
-use tower::ServiceExt;
+use hookline_testkit::{RedisServer, wait_until};
+use http::StatusCode;
 
-use hookline_testkit::RedisServer;
+use crate::support::app;
 
-pub(crate) const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const DAY: Duration = Duration::from_secs(86_400);
+const MINUTE: Duration = Duration::from_secs(60);
 
 async fn store(redis: &RedisServer) -> RedisStore {
     let mut settings = RedisStoreSettings::new(Secret::new(redis.url()));
@@ -24,48 +21,131 @@ async fn store(redis: &RedisServer) -> RedisStore {
     RedisStore::connect(settings).await.expect("connects")
 }
 
+async fn get(redis: &RedisServer, key: &str) -> Option<String> {
+    redis.query(redis::cmd("GET").arg(key)).await
+}
+
 #[tokio::test]
-async fn ids_go_processing_then_succeeded_under_one_key_with_the_ttl() {
+async fn ids_go_processing_under_the_lease_then_succeeded_under_the_ttl() {
     let redis = RedisServer::start().await;
     let store = store(&redis).await;
     let key = "hookline:receiver:msg_1";
     assert_eq!(store.key("msg_1"), key);
 
+    let Claim::Claimed(token) = store.claim("msg_1", MINUTE, DAY).await.expect("claim") else {
+        panic!("a new id is claimed");
+    };
     assert_eq!(
-        store.claim("msg_1", DAY).await.expect("claim"),
-        Claim::Claimed
+        get(&redis, key).await,
+        Some(format!("processing:{}", token.as_str()))
     );
-    let value: Option<String> = redis.query(redis::cmd("GET").arg(key)).await;
-    assert_eq!(value.as_deref(), Some("processing"));
-    let ttl: i64 = redis.query(redis::cmd("TTL").arg(key)).await;
-    assert!((86_390..=86_400).contains(&ttl), "24 h: {ttl}");
+    let pttl: i64 = redis.query(redis::cmd("PTTL").arg(key)).await;
+    assert!((50_000..=60_000).contains(&pttl), "the lease, 60 s: {pttl}");
     assert_eq!(
-        store.claim("msg_1", DAY).await.expect("claim"),
+        store.claim("msg_1", MINUTE, DAY).await.expect("claim"),
         Claim::Processing
     );
 
-    store.succeed("msg_1", DAY).await.expect("succeed");
-    let value: Option<String> = redis.query(redis::cmd("GET").arg(key)).await;
-    assert_eq!(value.as_deref(), Some("succeeded"));
+    assert_eq!(
+        store.succeed("msg_1", &token, DAY).await.expect("succeed"),
+        Settle::Recorded
+    );
+    assert_eq!(get(&redis, key).await.as_deref(), Some("succeeded"));
     let ttl: i64 = redis.query(redis::cmd("TTL").arg(key)).await;
     assert!((86_390..=86_400).contains(&ttl), "24 h: {ttl}");
     assert_eq!(
-        store.claim("msg_1", DAY).await.expect("claim"),
+        store.claim("msg_1", MINUTE, DAY).await.expect("claim"),
         Claim::Succeeded
     );
 
+    let Claim::Claimed(token) = store.claim("msg_2", MINUTE, DAY).await.expect("claim") else {
+        panic!("a new id is claimed");
+    };
     assert_eq!(
-        store.claim("msg_2", DAY).await.expect("claim"),
-        Claim::Claimed
+        store.release("msg_2", &token).await.expect("release"),
+        Settle::Recorded
     );
-    store.release("msg_2").await.expect("release");
-    let exists: u64 = redis
-        .query(redis::cmd("EXISTS").arg("hookline:receiver:msg_2"))
-        .await;
-    assert_eq!(exists, 0, "a failed id is forgotten");
     assert_eq!(
-        store.claim("msg_2", DAY).await.expect("claim"),
-        Claim::Claimed
+        get(&redis, "hookline:receiver:msg_2").await,
+        None,
+        "forgotten"
+    );
+    assert!(matches!(
+        store.claim("msg_2", MINUTE, DAY).await.expect("claim"),
+        Claim::Claimed(_)
+    ));
+}
+
+#[tokio::test]
+async fn a_late_failure_of_an_expired_claim_does_not_release_the_newer_one() {
+    let redis = RedisServer::start().await;
+    let store = store(&redis).await;
+    let lease = Duration::from_millis(200);
+    let Claim::Claimed(a) = store.claim("msg_3", lease, DAY).await.expect("claim") else {
+        panic!("copy A claims");
+    };
+    // A's handler hangs past its lease; copy B comes and claims.
+    let b = wait_until(Duration::from_secs(10), "A's lease to run out", || async {
+        match store.claim("msg_3", lease * 50, DAY).await.expect("claim") {
+            Claim::Claimed(b) => Some(b),
+            _ => None,
+        }
+    })
+    .await;
+    assert_eq!(
+        store.release("msg_3", &a).await.expect("release"),
+        Settle::Superseded,
+        "A's late failure"
+    );
+    assert_eq!(
+        store.succeed("msg_3", &a, DAY).await.expect("succeed"),
+        Settle::Superseded,
+        "or A's late success"
+    );
+    assert_eq!(
+        get(&redis, "hookline:receiver:msg_3").await,
+        Some(format!("processing:{}", b.as_str())),
+        "B still holds it"
+    );
+    assert_eq!(
+        store.claim("msg_3", lease, DAY).await.expect("claim"),
+        Claim::Processing,
+        "a third copy waits for B"
+    );
+    assert_eq!(
+        store.succeed("msg_3", &b, DAY).await.expect("succeed"),
+        Settle::Recorded
+    );
+}
+
+#[tokio::test]
+async fn a_receiver_that_crashed_mid_handler_blocks_the_id_only_for_the_lease() {
+    let redis = RedisServer::start().await;
+    let store = store(&redis).await;
+    // The crashed receiver's claim: taken, never settled.
+    let crashed = store.claim("msg_4", Duration::from_secs(1), DAY).await;
+    assert!(matches!(crashed, Ok(Claim::Claimed(_))));
+    let config = ReceiverConfig {
+        processing_lease_s: 1,
+        ..ReceiverConfig::default()
+    };
+    let app = app(store, config);
+    assert_eq!(app.send("msg_4").await, StatusCode::CONFLICT);
+    let started = Instant::now();
+    wait_until(
+        Duration::from_secs(10),
+        "the retry to be processed",
+        || async { (app.send("msg_4").await == StatusCode::OK).then_some(()) },
+    )
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "about the lease"
+    );
+    assert_eq!(app.runs(), 1);
+    assert_eq!(
+        get(&redis, "hookline:receiver:msg_4").await.as_deref(),
+        Some("succeeded")
     );
 }
 
@@ -83,52 +163,15 @@ async fn the_url_password_never_shows() {
 #[tokio::test]
 async fn without_redis_the_layer_answers_503_and_the_handler_does_not_run() {
     let mut redis = RedisServer::start().await;
-    let store = store(&redis).await;
-    let settings = ReceiverConfig::with_secrets([Secret::new(SECRET)])
-        .into_settings()
-        .expect("valid");
-    let runs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let counted = runs.clone();
-    let app = Router::new()
-        .route(
-            "/hook",
-            post(move || async move {
-                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                StatusCode::OK
-            }),
-        )
-        .layer(WebhookLayer::new(settings, store));
-    let request = |id: &str| {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() as i64);
-        let sig = SigningSecret::parse(SECRET)
-            .expect("secret")
-            .sign(id, now, b"{}");
-        Request::post("/hook")
-            .header("webhook-id", id)
-            .header("webhook-timestamp", now.to_string())
-            .header("webhook-signature", sig)
-            .body(Body::from("{}"))
-            .expect("request")
-    };
-    let up = app
-        .clone()
-        .oneshot(request("msg_up"))
-        .await
-        .expect("infallible");
-    assert_eq!(up.status(), StatusCode::OK);
+    let app = app(store(&redis).await, ReceiverConfig::default());
+    assert_eq!(app.send("msg_up").await, StatusCode::OK);
 
     redis.stop();
-    let started = std::time::Instant::now();
-    let down = app
-        .clone()
-        .oneshot(request("msg_down"))
-        .await
-        .expect("infallible");
-    assert_eq!(down.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let started = Instant::now();
+    assert_eq!(app.send("msg_down").await, StatusCode::SERVICE_UNAVAILABLE);
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "bounded by the timeout"
     );
+    assert_eq!(app.runs(), 1);
 }
