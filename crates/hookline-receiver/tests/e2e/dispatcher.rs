@@ -185,8 +185,8 @@ async fn deliver_duplicates<D: DedupStore>(store: D) -> Vec<WebhookEvent> {
     config.retry.base_ms = 300;
     config.retry.cap_ms = 300;
     config.retry.max_attempts = 5;
-    // A copy arriving while the first is processed gets 409: hookline retries it.
-    config.status.retryable_4xx = vec![409];
+    // A copy arriving while the first is processed gets 409: hookline retries it by
+    // default, no [status] setting needed.
     config.outbound.allow_loopback = true;
     config.admin.listen = "127.0.0.1:0".to_owned();
     config.http.timeout_ms = 2_000;
