@@ -2,6 +2,7 @@
 //! managing the endpoint table.
 
 pub mod endpoints;
+pub mod outbox;
 pub mod provision;
 pub mod publisher;
 pub mod topics;

@@ -3,6 +3,7 @@
 mod auth_proxy;
 mod compat;
 mod machine;
+mod private_kafka;
 mod proxy;
 mod receiver;
 mod redis;
@@ -14,6 +15,7 @@ mod wait;
 pub use auth_proxy::{AuthProxy, Credentials};
 pub use compat::v1_avro_value;
 pub use machine::Machine;
+pub use private_kafka::PrivateKafka;
 pub use proxy::Proxy;
 pub use receiver::{Received, Receiver, Reply, Script};
 pub use redis::RedisServer;

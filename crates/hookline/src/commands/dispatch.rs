@@ -130,7 +130,7 @@ fn registry_options(file: &mut RegistrySettings, options: &RegistrySettings) {
     }
 }
 
-async fn wait_for_signal() -> anyhow::Result<()> {
+pub(crate) async fn wait_for_signal() -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).context("listening for SIGTERM")?;
     let mut int = signal(SignalKind::interrupt()).context("listening for SIGINT")?;
@@ -142,7 +142,7 @@ async fn wait_for_signal() -> anyhow::Result<()> {
 }
 
 #[cfg(not(unix))]
-async fn wait_for_signal() -> anyhow::Result<()> {
+pub(crate) async fn wait_for_signal() -> anyhow::Result<()> {
     tokio::signal::ctrl_c()
         .await
         .context("listening for Ctrl-C")

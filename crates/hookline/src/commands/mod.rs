@@ -7,6 +7,7 @@ mod dlq;
 mod endpoint_credentials;
 mod endpoints;
 mod events;
+mod outbox;
 mod publish;
 mod topics;
 
@@ -53,6 +54,9 @@ enum Command {
     /// One event's history from the attempt log (`show`), follow it live (`tail`), or stop
     /// it (`cancel`: the event, or its delivery to one endpoint).
     Events(events::EventsArgs),
+    /// The transactional outbox: run its relay, migrate its table, show its state, retry
+    /// its failed tasks.
+    Outbox(outbox::OutboxArgs),
 }
 
 impl Cli {
@@ -70,6 +74,7 @@ impl Cli {
             Command::Dlq(args) => dlq::run(args, &context).await,
             Command::Demo(args) => demo::run(args, &context).await,
             Command::Events(args) => events::run(args, &context).await,
+            Command::Outbox(args) => outbox::run(args, &context).await,
         }
     }
 }

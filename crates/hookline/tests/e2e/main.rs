@@ -12,4 +12,5 @@ mod events_tail;
 mod fanout;
 mod kafka_properties;
 mod leaks;
+mod outbox;
 mod secrets;
