@@ -204,8 +204,11 @@ async fn receive(
 ) -> StatusCode {
     match route {
         Route::Slow => tokio::time::sleep(Duration::from_millis(SLOW_MS)).await,
-        // Held until the caller gives up; dropped with its connection.
-        Route::Dead => std::future::pending::<()>().await,
+        Route::Dead => {
+            // Counted on arrival, then held until the caller gives up.
+            lock(&shared.tally).seen.requests += 1;
+            std::future::pending::<()>().await;
+        }
         Route::Fast | Route::Flaky => {}
     }
     let now = Instant::now();

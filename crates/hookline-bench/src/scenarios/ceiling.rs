@@ -42,14 +42,13 @@ pub async fn run(args: CeilingArgs) -> anyhow::Result<()> {
     let body = axum::body::Bytes::from(payload(args.payload_bytes));
     let mut results = futures::stream::iter(0..args.requests)
         .map(|n| {
-            let request = client
+            client
                 .post(&args.url)
                 .header("webhook-id", format!("{}{n:07}", args.prefix))
                 .header(PUBLISHED_HEADER, now_us().to_string())
                 .header(CONTENT_TYPE, "application/json")
                 .body(body.clone())
-                .send();
-            async move { request.await }
+                .send()
         })
         .buffer_unordered(args.concurrency.max(1));
     while let Some(result) = results.next().await {

@@ -67,7 +67,7 @@ pub async fn run(ctx: &ScenarioCtx<'_>) -> anyhow::Result<ScenarioResult> {
 
 /// Event `n`'s healthy endpoint, or `None` for the dead one (one in ten).
 fn endpoint_of(n: u64, healthy: u64) -> Option<u64> {
-    (n % 10 != 0).then(|| n % healthy)
+    (!n.is_multiple_of(10)).then(|| n % healthy)
 }
 
 #[cfg(test)]

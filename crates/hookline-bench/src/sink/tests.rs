@@ -139,5 +139,6 @@ async fn dead_never_answers() {
         .await
         .expect_err("no answer");
     assert!(error.is_timeout(), "{error}");
-    assert_eq!(sink.seen().distinct, 0);
+    let seen = sink.seen();
+    assert_eq!((seen.requests, seen.distinct), (1, 0));
 }
