@@ -1,8 +1,9 @@
 //! The baseline: the simplest correct at-least-once Kafka-to-HTTP forwarder written with the
 //! same crates as hookline. One group consumer; each record's event is POSTed to one URL,
 //! at most `concurrency` at once; offsets are stored in the order the records were read,
-//! each only after its POST (and every earlier one) returned 2xx. No signing, no retries, no
-//! DLQ: a failed POST stops the process without storing its offset.
+//! each only after its POST (and every earlier one) returned 2xx; the event's headers are
+//! sent with it. No signing, no retries, no DLQ: a failed POST stops the process without
+//! storing its offset.
 
 use anyhow::{Context as _, bail};
 use futures::{StreamExt as _, TryStreamExt as _};
@@ -83,8 +84,12 @@ async fn forward<'a>(
                 message.offset()
             )
         })?;
-    let response = client
-        .post(url)
+    let mut request = client.post(url);
+    // The event's own headers, as hookline sends them (the benchmark's publish time).
+    for (name, value) in &event.headers {
+        request = request.header(name, value);
+    }
+    let response = request
         .header("webhook-id", &event.event_id)
         .header(CONTENT_TYPE, &event.content_type)
         .body(event.payload)

@@ -5,14 +5,19 @@
 //! own; the benchmark process holds the fixture and the HTTP sink they deliver to.
 
 mod baseline;
+mod chart;
+mod contest;
 mod fixture;
 mod history;
 mod index;
 mod machine;
 mod process;
 mod report;
+mod results;
 mod run;
+mod scenarios;
 mod sink;
+mod stats;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -45,6 +50,12 @@ enum Command {
     /// The baseline forwarder, started by the benchmark itself.
     #[command(hide = true)]
     Baseline(baseline::BaselineArgs),
+    /// The nine scenarios in one run (`deploy/bench all`): a table, `results.json` and an
+    /// SVG chart in `--out-dir`.
+    All(scenarios::AllArgs),
+    /// The ceiling's client, started by the benchmark itself.
+    #[command(hide = true)]
+    Ceiling(scenarios::CeilingArgs),
     /// Heap bytes and lookup time of the subscription index against a plain table of the
     /// same subscriptions (no Kafka).
     Index(index::IndexArgs),
@@ -126,6 +137,8 @@ fn main() -> ExitCode {
         Some(Command::Index(args)) => index::run(args),
         Some(Command::Baseline(args)) => block_on(baseline::run(args)),
         Some(Command::History(args)) => block_on(history::run(args)),
+        Some(Command::All(args)) => block_on(scenarios::run(args)),
+        Some(Command::Ceiling(args)) => block_on(scenarios::run_ceiling(args)),
         None => block_on(run::run(cli.bench)),
     };
     match result {

@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+pub use crate::contest::Deliveries;
 use crate::machine::{Machine, Versions};
 
 /// Who ran.
@@ -69,19 +70,6 @@ pub struct RunResult {
     pub requests: u64,
     /// hookline's own counts (`/metrics`), for hookline's and the fan-out's runs.
     pub hookline_deliveries: Option<Deliveries>,
-}
-
-/// `webhook_delivery_total` by status, read from hookline's admin port before SIGTERM.
-#[derive(Clone, Copy, Debug, Serialize)]
-pub struct Deliveries {
-    /// Delivered.
-    pub succeeded: u64,
-    /// Sent to a retry tier (failed, or deferred because the endpoint's queue was full).
-    pub retry_scheduled: u64,
-    /// Parked in the DLQ.
-    pub dlq: u64,
-    /// Deliveries the fan-out stage wrote (`webhook_fanout_deliveries_total`).
-    pub fanned_out: u64,
 }
 
 /// The median of a measure over the rounds, and its range.
@@ -341,7 +329,7 @@ impl Report {
             let _ = writeln!(
                 out,
                 "fan-out:   {} tenant events of {} B to {} endpoints of one tenant = {} deliveries, \
-                 after each round's direct pair, each round on a fresh events topic",
+                 after each round's direct runs; every run on topics of its own",
                 w.fanout_events,
                 w.payload_bytes,
                 w.fanout_endpoints,

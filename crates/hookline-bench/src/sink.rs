@@ -1,15 +1,23 @@
-//! The HTTP sink both contestants deliver to: answers 204 at once and counts distinct
-//! deliveries, noting when the first one and the last missing one arrived.
+//! The HTTP sink every contestant delivers to. It counts distinct successful deliveries,
+//! noting when the first request and the last missing delivery arrived, and measures each
+//! delivery's latency and each retry's lateness.
 //!
-//! A delivery is its `webhook-id` plus the request's query string: direct deliveries go to
-//! `/hook` (no query), so they count by `webhook-id` alone; the fan-out scenario's endpoints
-//! are `/hook?ep=<i>`, and the deliveries of one tenant event to different endpoints share
-//! a `webhook-id`.
+//! Routes (any query string):
+//! - `/hook` answers 204 at once;
+//! - `/slow` answers 204 after [`SLOW_MS`];
+//! - `/dead` never answers (the caller's timeout ends the request);
+//! - `/flaky?delay_ms=<n>` answers 503 to the first request of each delivery and 204 to the
+//!   next, whose lateness is its arrival less the first's plus `n` ms.
+//!
+//! A delivery is its `webhook-id` plus the request's query string: the fan-out's and the
+//! many-endpoint scenario's endpoints are `/hook?ep=<i>`, and deliveries of one event to
+//! different endpoints share a `webhook-id`. Ids that do not start with the run's prefix
+//! are counted as foreign: a record of another run (a shared retry tier) was delivered.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
 use axum::Router;
@@ -20,15 +28,27 @@ use axum::routing::post;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::stats::Percentiles;
+
+/// How long `/slow` takes to answer, in milliseconds.
+pub const SLOW_MS: u64 = 100;
+/// The event header the benchmark sets to when it published the event, in epoch
+/// microseconds; hookline passes an event's headers on to the HTTP request.
+pub const PUBLISHED_HEADER: &str = "x-bench-published-us";
+
 /// What the sink saw since its last [`Sink::reset`].
 #[derive(Clone, Debug, Default)]
 pub struct Seen {
     /// Requests received.
     pub requests: u64,
-    /// Distinct deliveries (`webhook-id` and query string).
+    /// Distinct deliveries answered 2xx (`webhook-id` and query string).
     pub distinct: u64,
     /// Requests without a `webhook-id`.
     pub without_id: u64,
+    /// Requests whose `webhook-id` is not the run's (see [`Sink::reset`]).
+    pub foreign: u64,
+    /// First attempts `/flaky` answered 503.
+    pub failed_first: u64,
     /// When the first request arrived.
     pub first_at: Option<Instant>,
     /// When the `target`-th distinct delivery arrived.
@@ -37,15 +57,32 @@ pub struct Seen {
 
 #[derive(Default)]
 struct Tally {
-    /// Delivery keys seen, see [`delivery_key`].
-    keys: HashSet<String>,
+    /// Delivery keys answered 2xx, see [`delivery_key`].
+    delivered: HashSet<String>,
+    /// `/flaky` deliveries answered 503 once: when, in epoch microseconds.
+    failed: HashMap<String, i64>,
     target: u64,
+    prefix: String,
+    /// Latencies count from here at the earliest (epoch µs): a backlog published before
+    /// the contestant started counts from its start.
+    available_us: i64,
+    latencies_us: Vec<i64>,
+    lateness_us: Vec<i64>,
     seen: Seen,
 }
 
 struct Shared {
     tally: Mutex<Tally>,
     distinct: watch::Sender<u64>,
+    failed_first: watch::Sender<u64>,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Route {
+    Fast,
+    Slow,
+    Dead,
+    Flaky,
 }
 
 /// The running sink; stops serving when dropped.
@@ -62,7 +99,7 @@ impl Drop for Sink {
 }
 
 impl Sink {
-    /// Serves `POST /hook` (with any query string) on a free loopback port.
+    /// Serves the routes on a free loopback port.
     pub async fn start() -> anyhow::Result<Self> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -71,9 +108,21 @@ impl Sink {
         let shared = Arc::new(Shared {
             tally: Mutex::new(Tally::default()),
             distinct: watch::Sender::new(0),
+            failed_first: watch::Sender::new(0),
         });
+        let route = |route: Route| {
+            post(
+                move |state: State<Arc<Shared>>,
+                      query: RawQuery,
+                      headers: HeaderMap,
+                      body: Bytes| { receive(route, state, query, headers, body) },
+            )
+        };
         let app = Router::new()
-            .route("/hook", post(receive))
+            .route("/hook", route(Route::Fast))
+            .route("/slow", route(Route::Slow))
+            .route("/dead", route(Route::Dead))
+            .route("/flaky", route(Route::Flaky))
             .with_state(Arc::clone(&shared));
         let server = tokio::spawn(async move {
             if let Err(error) = axum::serve(listener, app).await {
@@ -87,27 +136,43 @@ impl Sink {
         })
     }
 
-    /// The URL to deliver to; a query string may be added to tell endpoints apart.
+    /// The URL of `/hook`; a query string may be added to tell endpoints apart.
     pub fn url(&self) -> String {
         format!("http://{}/hook", self.addr)
     }
 
-    /// Forgets everything seen and waits for `target` distinct deliveries next.
-    pub fn reset(&self, target: u64) {
+    /// The URL of another route: `slow`, `dead` or `flaky`.
+    pub fn route_url(&self, route: &str) -> String {
+        format!("http://{}/{route}", self.addr)
+    }
+
+    /// Forgets everything seen and waits for `target` distinct deliveries of ids starting
+    /// with `prefix` next; latencies count from now at the earliest.
+    pub fn reset(&self, target: u64, prefix: &str) {
         *lock(&self.shared.tally) = Tally {
             target,
+            prefix: prefix.to_owned(),
+            available_us: now_us(),
             ..Tally::default()
         };
         self.shared.distinct.send_replace(0);
+        self.shared.failed_first.send_replace(0);
     }
 
-    /// Waits until the target number of distinct deliveries has arrived, at most `timeout`;
-    /// returns whether it did.
-    pub async fn wait_all(&self, timeout: Duration) -> bool {
-        let target = lock(&self.shared.tally).target;
+    /// Waits until `count` distinct deliveries have arrived, at most `timeout`.
+    pub async fn wait_distinct(&self, count: u64, timeout: Duration) -> bool {
         let mut distinct = self.shared.distinct.subscribe();
         matches!(
-            tokio::time::timeout(timeout, distinct.wait_for(|n| *n >= target)).await,
+            tokio::time::timeout(timeout, distinct.wait_for(|n| *n >= count)).await,
+            Ok(Ok(_))
+        )
+    }
+
+    /// Waits until `/flaky` has failed `count` first attempts, at most `timeout`.
+    pub async fn wait_failed_first(&self, count: u64, timeout: Duration) -> bool {
+        let mut failed = self.shared.failed_first.subscribe();
+        matches!(
+            tokio::time::timeout(timeout, failed.wait_for(|n| *n >= count)).await,
             Ok(Ok(_))
         )
     }
@@ -116,42 +181,112 @@ impl Sink {
     pub fn seen(&self) -> Seen {
         lock(&self.shared.tally).seen.clone()
     }
+
+    /// Latency of the deliveries since the last reset: from the publish time each carries
+    /// (or the reset, if later) to the 2xx answer.
+    pub fn latency(&self) -> Percentiles {
+        Percentiles::of_micros(&mut lock(&self.shared.tally).latencies_us)
+    }
+
+    /// Lateness of the `/flaky` retries since the last reset: arrival less due time (the
+    /// failed first attempt plus `delay_ms`).
+    pub fn lateness(&self) -> Percentiles {
+        Percentiles::of_micros(&mut lock(&self.shared.tally).lateness_us)
+    }
 }
 
 async fn receive(
+    route: Route,
     State(shared): State<Arc<Shared>>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
     _body: Bytes,
 ) -> StatusCode {
+    match route {
+        Route::Slow => tokio::time::sleep(Duration::from_millis(SLOW_MS)).await,
+        Route::Dead => {
+            // Counted on arrival, then held until the caller gives up.
+            lock(&shared.tally).seen.requests += 1;
+            std::future::pending::<()>().await;
+        }
+        Route::Fast | Route::Flaky => {}
+    }
     let now = Instant::now();
+    let now_us = now_us();
     let mut tally = lock(&shared.tally);
     tally.seen.requests += 1;
     tally.seen.first_at.get_or_insert(now);
-    match headers.get("webhook-id").and_then(|id| id.to_str().ok()) {
-        Some(id) => {
-            let key = delivery_key(id, query.as_deref());
-            if !tally.keys.contains(&key) {
-                tally.keys.insert(key);
-                tally.seen.distinct += 1;
-                if tally.seen.distinct == tally.target {
-                    tally.seen.all_at = Some(now);
-                }
-                shared.distinct.send_replace(tally.seen.distinct);
+    let Some(id) = headers.get("webhook-id").and_then(|id| id.to_str().ok()) else {
+        tally.seen.without_id += 1;
+        return StatusCode::NO_CONTENT;
+    };
+    if !id.starts_with(&tally.prefix) {
+        tally.seen.foreign += 1;
+        return StatusCode::NO_CONTENT;
+    }
+    let key = delivery_key(id, query.as_deref());
+    if tally.delivered.contains(&key) {
+        return StatusCode::NO_CONTENT;
+    }
+    if let Route::Flaky = route {
+        match tally.failed.get(&key).copied() {
+            None => {
+                tally.failed.insert(key, now_us);
+                tally.seen.failed_first += 1;
+                shared.failed_first.send_replace(tally.seen.failed_first);
+                return StatusCode::SERVICE_UNAVAILABLE;
+            }
+            Some(failed_at) => {
+                let delay_us = delay_ms(query.as_deref()).saturating_mul(1000);
+                tally
+                    .lateness_us
+                    .push(now_us - failed_at.saturating_add(delay_us));
             }
         }
-        None => tally.seen.without_id += 1,
     }
+    if let Some(published) = headers
+        .get(PUBLISHED_HEADER)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<i64>().ok())
+    {
+        let from = published.max(tally.available_us);
+        tally.latencies_us.push(now_us - from);
+    }
+    tally.delivered.insert(key);
+    tally.seen.distinct += 1;
+    if tally.seen.distinct == tally.target {
+        tally.seen.all_at = Some(now);
+    }
+    shared.distinct.send_replace(tally.seen.distinct);
     StatusCode::NO_CONTENT
 }
 
-/// What makes a delivery distinct: the `webhook-id` alone without a query string (the
-/// direct runs), else the `webhook-id` and the query (one endpoint of the fan-out).
+/// What makes a delivery distinct: the `webhook-id` alone without a query string, else
+/// the `webhook-id` and the query (one endpoint of several).
 fn delivery_key(webhook_id: &str, query: Option<&str>) -> String {
     match query {
         None => webhook_id.to_owned(),
         Some(query) => format!("{webhook_id}?{query}"),
     }
+}
+
+/// `delay_ms=<n>` from a query string; 0 without it.
+fn delay_ms(query: Option<&str>) -> i64 {
+    query
+        .into_iter()
+        .flat_map(|query| query.split('&'))
+        .find_map(|pair| pair.strip_prefix("delay_ms="))
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Now, in epoch microseconds.
+pub fn now_us() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| {
+            i64::try_from(since.as_micros()).unwrap_or(i64::MAX)
+        })
 }
 
 fn lock(tally: &Mutex<Tally>) -> MutexGuard<'_, Tally> {
@@ -162,37 +297,4 @@ fn lock(tally: &Mutex<Tally>) -> MutexGuard<'_, Tally> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn counts_an_id_once_per_query_string() {
-        let sink = Sink::start().await.expect("sink");
-        sink.reset(4);
-        let client = reqwest::Client::builder()
-            .no_proxy()
-            .build()
-            .expect("client");
-        let post = |url: String, id: &'static str| {
-            let request = client.post(url).header("webhook-id", id).send();
-            async move { request.await.expect("posted").status() }
-        };
-        let base = sink.url();
-        for (url, id) in [
-            (base.clone(), "a"),
-            (base.clone(), "a"),
-            (base.clone(), "b"),
-            (format!("{base}?ep=1"), "a"),
-            (format!("{base}?ep=1"), "a"),
-            (format!("{base}?ep=2"), "a"),
-        ] {
-            assert_eq!(post(url, id).await, StatusCode::NO_CONTENT);
-        }
-        let no_id = client.post(&base).send().await.expect("posted");
-        assert_eq!(no_id.status(), StatusCode::NO_CONTENT);
-        assert!(sink.wait_all(Duration::from_secs(5)).await);
-        let seen = sink.seen();
-        assert_eq!((seen.requests, seen.distinct, seen.without_id), (7, 4, 1));
-        assert!(seen.all_at.is_some());
-    }
-}
+mod tests;

@@ -1,0 +1,145 @@
+//! The printed table of `hookline-bench all`.
+
+use std::fmt::Write as _;
+
+use super::Results;
+
+impl Results {
+    /// The human-readable table.
+    pub fn table(&self) -> String {
+        let mut out = String::new();
+        let m = &self.machine;
+        let v = &self.versions;
+        let _ = writeln!(
+            out,
+            "hookline-bench all{}, {}",
+            if self.sizes.quick { " --quick" } else { "" },
+            self.date
+        );
+        let _ = writeln!(
+            out,
+            "machine:   {} CPUs ({}), {:.1} GiB, {}",
+            m.nproc, m.cpu, m.memory_gib, m.kernel
+        );
+        let _ = writeln!(
+            out,
+            "versions:  {}, librdkafka {}{}{}",
+            v.hookline,
+            v.librdkafka,
+            v.rustc
+                .as_deref()
+                .map(|rustc| format!(", {rustc}"))
+                .unwrap_or_default(),
+            if v.label.is_empty() {
+                String::new()
+            } else {
+                format!("; {}", v.label)
+            }
+        );
+        if !self.hookline_overrides.is_empty() {
+            let _ = writeln!(
+                out,
+                "overrides: {} (hookline's environment)",
+                self.hookline_overrides.join(" ")
+            );
+        }
+        let _ = writeln!(
+            out,
+            "latency: publish to 2xx (a backlog published before the contestant started counts from its start); \
+             medians over {} rounds for ceiling, forwarder, pipeline",
+            self.sizes.rounds
+        );
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "{:<11} {:>9} {:>12} {:>9} {:>9} {:>9} {:>10} {:>9} {:>10} {:>7} {:>7}",
+            "scenario",
+            "deliveries",
+            "deliveries/s",
+            "p50 ms",
+            "p99 ms",
+            "max ms",
+            "CPU ms/1k",
+            "RSS MiB",
+            "vs",
+            "thr x",
+            "CPU x"
+        );
+        for s in &self.scenarios {
+            let ratio = |r: Option<f64>| r.map_or_else(|| "-".to_owned(), |r| format!("{r:.2}"));
+            let _ = writeln!(
+                out,
+                "{:<11} {:>9} {:>12.0} {:>9.1} {:>9.1} {:>9.1} {:>10.1} {:>9.1} {:>10} {:>7} {:>7}",
+                s.scenario,
+                s.deliveries,
+                s.deliveries_per_s,
+                s.latency.p50_ms,
+                s.latency.p99_ms,
+                s.latency.max_ms,
+                s.cpu_ms_per_1k_deliveries,
+                s.peak_rss_mib,
+                s.against.as_deref().unwrap_or("-"),
+                ratio(s.throughput_ratio),
+                ratio(s.cpu_ratio),
+            );
+        }
+        let _ = writeln!(out);
+        for s in &self.scenarios {
+            let _ = write!(out, "{:<11} {}", s.scenario, s.what);
+            if let Some(l) = &s.lateness {
+                let _ = write!(
+                    out,
+                    "; retry lateness p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms ({} retries)",
+                    l.p50_ms, l.p99_ms, l.max_ms, l.count
+                );
+            }
+            for (name, value) in &s.notes {
+                let _ = write!(out, "; {name} {value:.2}");
+            }
+            if let Some(d) = s.runs.last().and_then(|run| run.hookline) {
+                let _ = write!(
+                    out,
+                    "; metrics: {} succeeded, {} retry_scheduled, {} dlq",
+                    d.succeeded, d.retry_scheduled, d.dlq
+                );
+            }
+            let _ = writeln!(out);
+        }
+        let _ = writeln!(out);
+        let r = &self.ratios;
+        let f = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.2}"));
+        let _ = writeln!(
+            out,
+            "ratios: pipeline_vs_forwarder {}  pipeline_vs_ceiling {}  isolation_healthy_throughput {}  \
+             isolation_healthy_p99 {}  retry_lateness_p99_ms {}",
+            f(r.pipeline_vs_forwarder),
+            f(r.pipeline_vs_ceiling),
+            f(r.isolation_healthy_throughput),
+            f(r.isolation_healthy_p99),
+            f(r.retry_lateness_p99_ms)
+        );
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "targets{}:",
+            if self.sizes.quick {
+                " (quick run: sizes too small to judge)"
+            } else {
+                ""
+            }
+        );
+        for t in &self.targets {
+            let verdict = match t.met {
+                Some(true) => "met",
+                Some(false) => "NOT met",
+                None => "-",
+            };
+            let _ = writeln!(
+                out,
+                "  {:<52} {:>10.2}  {:<16} {verdict}",
+                t.what, t.value, t.bound
+            );
+        }
+        out
+    }
+}

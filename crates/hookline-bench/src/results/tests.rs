@@ -1,0 +1,160 @@
+use super::*;
+use crate::stats::Percentiles;
+
+pub(crate) fn measured(
+    deliveries: u64,
+    wall_s: f64,
+    cpu_s: f64,
+    rss: f64,
+    p99_ms: f64,
+) -> Measured {
+    Measured {
+        deliveries,
+        wall_s,
+        deliveries_per_s: deliveries as f64 / wall_s,
+        first_delivery_s: 0.1,
+        after_first_per_s: deliveries as f64 / wall_s,
+        peak_rss_mib: rss,
+        cpu_s,
+        cpu_ms_per_1k_deliveries: cpu_s * 1e6 / deliveries as f64,
+        requests: deliveries,
+        foreign: 0,
+        latency: Percentiles {
+            count: deliveries,
+            p50_ms: p99_ms / 2.0,
+            p99_ms,
+            max_ms: p99_ms * 2.0,
+        },
+        lateness: Percentiles::default(),
+        hookline: None,
+    }
+}
+
+pub(crate) fn results(quick: bool) -> Results {
+    let machine = Machine {
+        nproc: 2,
+        cpu: "test".to_owned(),
+        memory_gib: 1.0,
+        kernel: "test".to_owned(),
+    };
+    let versions = Versions {
+        hookline: "hookline 0".to_owned(),
+        bench: "0".to_owned(),
+        librdkafka: "2".to_owned(),
+        rustc: None,
+        label: String::new(),
+    };
+    let one = |name: &str, m: Measured| ScenarioResult::of(name, name.to_owned(), vec![m]);
+    let mut many = one("many", measured(100_000, 20.0, 8.0, 80.0, 900.0));
+    many.note("endpoints", 10_000.0);
+    let mut retry = one("retry", {
+        let mut m = measured(3_000, 35.0, 1.0, 40.0, 5_000.0);
+        m.lateness = Percentiles {
+            count: 3_000,
+            p50_ms: 20.0,
+            p99_ms: 180.0,
+            max_ms: 400.0,
+        };
+        m
+    });
+    retry.note("idle_cpu_percent", 0.5);
+    let scenarios = vec![
+        ScenarioResult::of(
+            "ceiling",
+            "c".to_owned(),
+            vec![
+                measured(20_000, 1.0, 0.5, 20.0, 5.0),
+                measured(20_000, 2.0, 0.5, 20.0, 5.0),
+                measured(20_000, 1.0, 0.5, 20.0, 5.0),
+            ],
+        ),
+        one("forwarder", measured(20_000, 2.0, 1.0, 30.0, 1_500.0)),
+        one("pipeline", measured(20_000, 4.0, 2.0, 50.0, 3_000.0)),
+        many,
+        one("isolation", measured(18_000, 4.0, 2.0, 55.0, 4_500.0)),
+        retry,
+    ];
+    Results::new(
+        machine,
+        versions,
+        Sizes::new(quick, None),
+        Vec::new(),
+        scenarios,
+    )
+}
+
+#[test]
+fn the_ratios_are_exactly_the_issues_and_right() {
+    let results = results(false);
+    let json = serde_json::to_value(results.ratios).expect("json");
+    let mut keys: Vec<&str> = json
+        .as_object()
+        .expect("an object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        [
+            "isolation_healthy_p99",
+            "isolation_healthy_throughput",
+            "pipeline_vs_ceiling",
+            "pipeline_vs_forwarder",
+            "retry_lateness_p99_ms"
+        ]
+    );
+    let r = results.ratios;
+    // Ceiling: median of 20,000, 10,000, 20,000 deliveries/s. Pipeline 5,000, forwarder 10,000.
+    assert_eq!(r.pipeline_vs_ceiling, Some(0.25));
+    assert_eq!(r.pipeline_vs_forwarder, Some(0.5));
+    assert_eq!(r.isolation_healthy_throughput, Some(0.9));
+    assert_eq!(r.isolation_healthy_p99, Some(1.5));
+    assert_eq!(r.retry_lateness_p99_ms, Some(180.0));
+}
+
+#[test]
+fn each_scenario_is_compared_with_its_own_baseline() {
+    let results = results(false);
+    let get = |name: &str| {
+        results
+            .scenarios
+            .iter()
+            .find(|s| s.scenario == name)
+            .expect(name)
+    };
+    assert_eq!(get("ceiling").against, None);
+    assert_eq!(get("forwarder").against.as_deref(), Some("ceiling"));
+    assert_eq!(get("pipeline").against.as_deref(), Some("forwarder"));
+    assert_eq!(get("pipeline").cpu_ratio, Some(2.0));
+    assert_eq!(get("many").against.as_deref(), Some("pipeline"));
+    assert_eq!(get("many").throughput_ratio, Some(1.0));
+    // 80 MiB against 50 MiB, for 10,000 endpoints.
+    assert_eq!(get("many").notes["rss_growth_mib_per_10k_endpoints"], 30.0);
+    let table = results.table();
+    assert!(table.contains("pipeline_vs_forwarder 0.50"), "{table}");
+    assert!(
+        table
+            .lines()
+            .any(|l| l.contains("pipeline / forwarder throughput") && l.contains("NOT met")),
+        "{table}"
+    );
+    assert!(
+        table
+            .lines()
+            .any(|l| l.contains("retry lateness p99") && l.ends_with(" met")),
+        "{table}"
+    );
+}
+
+#[test]
+fn a_quick_run_judges_no_target() {
+    let results = results(true);
+    assert!(!results.targets.is_empty());
+    assert!(results.targets.iter().all(|t| t.met.is_none()));
+    assert!(
+        results
+            .table()
+            .contains("quick run: sizes too small to judge")
+    );
+}

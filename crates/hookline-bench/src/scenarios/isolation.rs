@@ -1,0 +1,86 @@
+//! Scenario 6, isolation: one event in ten to an endpoint that never answers (hookline's
+//! timeout `isolation_timeout_ms`), nine in ten spread over fast endpoints; the run ends
+//! when every healthy delivery has arrived. Its figures are the healthy deliveries'.
+
+use super::ScenarioCtx;
+use crate::contest;
+use crate::fixture::{Fixture, RETRY_TIER, event, payload, run_name, run_topics};
+use crate::results::ScenarioResult;
+
+const DEAD: &str = "dead";
+
+/// Runs it once.
+pub async fn run(ctx: &ScenarioCtx<'_>) -> anyhow::Result<ScenarioResult> {
+    let sizes = &ctx.sizes;
+    let healthy = sizes.isolation_healthy_endpoints.max(1);
+    let events = sizes.events;
+    let name = run_name(&ctx.base, "isolation", 1);
+    let mut config =
+        ctx.hookline_config("isolation", &run_topics(&name), &[RETRY_TIER.to_owned()])?;
+    config.per_endpoint = sizes.concurrency;
+    config.timeout_ms = Some(sizes.isolation_timeout_ms);
+    let healthy_deliveries = (0..events)
+        .filter(|n| endpoint_of(*n, healthy).is_some())
+        .count() as u64;
+    let fixture = Fixture::create(&ctx.kafka, &name, &[RETRY_TIER]).await?;
+    let measured = async {
+        let url = ctx.sink.url();
+        let mut endpoints: Vec<(String, String)> = (0..healthy)
+            .map(|i| (format!("ok-{i}"), format!("{url}?ep={i}")))
+            .collect();
+        endpoints.push((DEAD.to_owned(), ctx.sink.route_url("dead")));
+        fixture.register(&ctx.kafka, endpoints).await?;
+        let body = payload(sizes.payload_bytes);
+        fixture
+            .publish(&ctx.kafka, events, |n| {
+                let endpoint =
+                    endpoint_of(n, healthy).map_or_else(|| DEAD.to_owned(), |i| format!("ok-{i}"));
+                event(&name, n, &endpoint, body.clone())
+            })
+            .await?;
+        let command = ctx.hookline_command("isolation", &config)?;
+        contest::drain(
+            ctx,
+            "isolation",
+            command,
+            healthy_deliveries,
+            &fixture.id_prefix(),
+            Some(config.admin_port),
+        )
+        .await
+    }
+    .await;
+    ctx.cleanup(&fixture.created, &[config.group.clone()]).await;
+    let measured = measured?;
+    let dead_requests = measured.requests.saturating_sub(healthy_deliveries);
+    let mut result = ScenarioResult::of(
+        "isolation",
+        format!(
+            "{events} events: 10% to a dead endpoint ({} ms timeout), 90% to {healthy} fast ones; healthy figures",
+            sizes.isolation_timeout_ms
+        ),
+        vec![measured],
+    );
+    result.note("dead_requests", dead_requests as f64);
+    Ok(result)
+}
+
+/// Event `n`'s healthy endpoint, or `None` for the dead one (one in ten).
+fn endpoint_of(n: u64, healthy: u64) -> Option<u64> {
+    (!n.is_multiple_of(10)).then(|| n % healthy)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_in_ten_goes_to_the_dead_endpoint() {
+        let dead = (0..1000).filter(|n| endpoint_of(*n, 9).is_none()).count();
+        assert_eq!(dead, 100);
+        let mut used: Vec<u64> = (0..1000).filter_map(|n| endpoint_of(n, 9)).collect();
+        used.sort_unstable();
+        used.dedup();
+        assert_eq!(used, (0..9).collect::<Vec<_>>());
+    }
+}
