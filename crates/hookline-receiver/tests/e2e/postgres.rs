@@ -14,7 +14,7 @@ use hookline_testkit::{Proxy, postgres_url, wait_until};
 use http::StatusCode;
 use sqlx::Row;
 
-use crate::support::app;
+use crate::support::{a_crashed_claim_blocks_only_for_the_lease, app};
 
 const DAY: Duration = Duration::from_secs(86_400);
 const MINUTE: Duration = Duration::from_secs(60);
@@ -249,24 +249,7 @@ async fn pg_a_receiver_that_crashed_mid_handler_blocks_the_id_only_for_the_lease
     let store = db.store("default").await;
     // The crashed receiver's claim: taken, never settled.
     claimed(&store, "msg_crash", Duration::from_secs(1)).await;
-    let config = ReceiverConfig {
-        processing_lease_s: 1,
-        ..ReceiverConfig::default()
-    };
-    let app = app(store, config);
-    assert_eq!(app.send("msg_crash").await, StatusCode::CONFLICT);
-    let started = Instant::now();
-    wait_until(
-        Duration::from_secs(10),
-        "the retry to be processed",
-        || async { (app.send("msg_crash").await == StatusCode::OK).then_some(()) },
-    )
-    .await;
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "about the lease"
-    );
-    assert_eq!(app.runs(), 1);
+    a_crashed_claim_blocks_only_for_the_lease(store, "msg_crash").await;
     assert_eq!(
         db.row("default", "msg_crash").await,
         Some(("Succeeded".to_owned(), 2, None))

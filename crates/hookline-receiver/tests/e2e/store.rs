@@ -10,7 +10,7 @@ use hookline_receiver::{
 use hookline_testkit::{RedisServer, wait_until};
 use http::StatusCode;
 
-use crate::support::app;
+use crate::support::{a_crashed_claim_blocks_only_for_the_lease, app};
 
 const DAY: Duration = Duration::from_secs(86_400);
 const MINUTE: Duration = Duration::from_secs(60);
@@ -125,24 +125,7 @@ async fn a_receiver_that_crashed_mid_handler_blocks_the_id_only_for_the_lease() 
     // The crashed receiver's claim: taken, never settled.
     let crashed = store.claim("msg_4", Duration::from_secs(1), DAY).await;
     assert!(matches!(crashed, Ok(Claim::Claimed(_))));
-    let config = ReceiverConfig {
-        processing_lease_s: 1,
-        ..ReceiverConfig::default()
-    };
-    let app = app(store, config);
-    assert_eq!(app.send("msg_4").await, StatusCode::CONFLICT);
-    let started = Instant::now();
-    wait_until(
-        Duration::from_secs(10),
-        "the retry to be processed",
-        || async { (app.send("msg_4").await == StatusCode::OK).then_some(()) },
-    )
-    .await;
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "about the lease"
-    );
-    assert_eq!(app.runs(), 1);
+    a_crashed_claim_blocks_only_for_the_lease(store, "msg_4").await;
     assert_eq!(
         get(&redis, "hookline:receiver:msg_4").await.as_deref(),
         Some("succeeded")

@@ -36,6 +36,30 @@ pub(crate) struct App {
 }
 
 /// The receiver with `config` (the test secret added) over `store`.
+/// A receiver whose store holds `id` under a crashed receiver's claim (taken with a 1 s
+/// lease, never settled): a copy gets 409 at first, and a retry is processed once the lease
+/// ran out (well before the 24 h TTL); the handler runs once.
+pub(crate) async fn a_crashed_claim_blocks_only_for_the_lease<D: DedupStore>(store: D, id: &str) {
+    let config = ReceiverConfig {
+        processing_lease_s: 1,
+        ..ReceiverConfig::default()
+    };
+    let app = app(store, config);
+    assert_eq!(app.send(id).await, StatusCode::CONFLICT);
+    let started = std::time::Instant::now();
+    hookline_testkit::wait_until(
+        std::time::Duration::from_secs(10),
+        "the retry to be processed",
+        || async { (app.send(id).await == StatusCode::OK).then_some(()) },
+    )
+    .await;
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "about the lease"
+    );
+    assert_eq!(app.runs(), 1);
+}
+
 pub(crate) fn app<D: DedupStore>(store: D, mut config: ReceiverConfig) -> App {
     config.secrets = vec![Secret::new(SECRET)];
     let settings = config.into_settings().expect("valid config");
