@@ -5,7 +5,10 @@
 use apache_avro::Schema;
 use apache_avro::types::Value;
 
-use crate::avro_util::{FieldProblem, RecordFields, decode, encode_into, nullable};
+use crate::avro_util::{CachedWriter, FieldProblem, RecordFields, decode, nullable};
+
+/// The attempt schema's writer, built once.
+static WRITER: CachedWriter = CachedWriter::new();
 use crate::envelope::CONFLUENT_FRAMING_LEN;
 use crate::schema::webhook_attempt_schema;
 use crate::url_guard::redact_url;
@@ -202,7 +205,8 @@ impl AttemptRecord {
         let mut out = Vec::with_capacity(128);
         out.push(0);
         out.extend_from_slice(&schema_id.to_be_bytes());
-        encode_into(webhook_attempt_schema(), self.to_avro_value(), &mut out)
+        WRITER
+            .encode_into(webhook_attempt_schema(), self.to_avro_value(), &mut out)
             .map_err(AttemptLogError::Avro)?;
         Ok(out)
     }

@@ -1,6 +1,7 @@
 //! Helpers to read fields out of generic Avro record values (crate-private).
 
 use std::collections::HashMap;
+use std::sync::OnceLock;
 
 use apache_avro::Schema;
 use apache_avro::reader::datum::GenericDatumReader;
@@ -23,7 +24,9 @@ pub(crate) enum FieldProblem {
 /// The fields of an Avro record, by name, with union wrappers removed.
 pub(crate) struct RecordFields(HashMap<String, Value>);
 
-/// Encodes a value as a bare Avro datum of `schema`, validating it first.
+/// Encodes a value as a bare Avro datum of `schema`, validating it first (the tests' own
+/// schemas; hookline's go through a [`CachedWriter`]).
+#[cfg(test)]
 pub(crate) fn encode(schema: &Schema, value: Value) -> Result<Vec<u8>, apache_avro::Error> {
     GenericDatumWriter::builder(schema)
         .build()?
@@ -40,6 +43,44 @@ pub(crate) fn encode_into(
         .build()?
         .write_value(out, value)
         .map(|_| ())
+}
+
+/// The datum writer of one static schema, built once: building it resolves the schema's
+/// names, which cost more than encoding a record (it was done per record before).
+pub(crate) struct CachedWriter(OnceLock<Option<GenericDatumWriter<'static>>>);
+
+impl CachedWriter {
+    pub(crate) const fn new() -> Self {
+        CachedWriter(OnceLock::new())
+    }
+
+    /// [`encode`] with the writer built once for `schema`.
+    pub(crate) fn encode(
+        &self,
+        schema: &'static Schema,
+        value: Value,
+    ) -> Result<Vec<u8>, apache_avro::Error> {
+        let mut out = Vec::new();
+        self.encode_into(schema, value, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`encode_into`] with the writer built once for `schema` (always the same schema for
+    /// one `CachedWriter`). A writer that cannot be built is built again, for its error.
+    pub(crate) fn encode_into(
+        &self,
+        schema: &'static Schema,
+        value: Value,
+        out: &mut Vec<u8>,
+    ) -> Result<(), apache_avro::Error> {
+        let writer = self
+            .0
+            .get_or_init(|| GenericDatumWriter::builder(schema).build().ok());
+        match writer {
+            Some(writer) => writer.write_value(out, value).map(|_| ()),
+            None => encode_into(schema, value, out),
+        }
+    }
 }
 
 /// Decodes a bare Avro datum written with `writer` into a value resolved into `reader`;

@@ -6,7 +6,10 @@ use apache_avro::Schema;
 use apache_avro::types::Value;
 
 use super::{DlqEnvelope, DlqHeader, EnvelopeError, ErrorReason, truncate_message};
-use crate::avro_util::{FieldProblem, RecordFields, decode, encode, encode_into, nullable};
+use crate::avro_util::{CachedWriter, FieldProblem, RecordFields, decode, nullable};
+
+/// The DLQ envelope schema's writer, built once.
+static WRITER: CachedWriter = CachedWriter::new();
 use crate::schema::dlq_envelope_schema;
 
 /// Length of the Confluent wire-format prefix of a registry-framed value: magic byte 0 and
@@ -208,7 +211,9 @@ impl DlqEnvelope {
 
     /// The envelope as an Avro datum (no container, no registry framing) of the current schema.
     pub fn to_avro_datum(&self) -> Result<Vec<u8>, EnvelopeError> {
-        encode(dlq_envelope_schema(), self.to_avro_value()).map_err(EnvelopeError::Avro)
+        WRITER
+            .encode(dlq_envelope_schema(), self.to_avro_value())
+            .map_err(EnvelopeError::Avro)
     }
 
     /// The envelope as a Confluent-framed value, as a registry-aware reader expects it:
@@ -221,7 +226,8 @@ impl DlqEnvelope {
             Vec::with_capacity(CONFLUENT_FRAMING_LEN.saturating_add(self.avro_datum_len()));
         out.push(0);
         out.extend_from_slice(&schema_id.to_be_bytes());
-        encode_into(dlq_envelope_schema(), self.to_avro_value(), &mut out)
+        WRITER
+            .encode_into(dlq_envelope_schema(), self.to_avro_value(), &mut out)
             .map_err(EnvelopeError::Avro)?;
         Ok(out)
     }

@@ -7,7 +7,10 @@ use apache_avro::Schema;
 use apache_avro::types::Value;
 
 use super::{DEFAULT_CONTENT_TYPE, EventError, WebhookEvent};
-use crate::avro_util::{RecordFields, decode, encode, nullable, strip_union};
+use crate::avro_util::{CachedWriter, RecordFields, decode, nullable, strip_union};
+
+/// The event schema's writer, built once.
+static WRITER: CachedWriter = CachedWriter::new();
 use crate::schema::webhook_event_schema;
 
 impl WebhookEvent {
@@ -117,7 +120,9 @@ impl WebhookEvent {
 
     /// The event as an Avro datum (no container, no registry framing) of the v3 schema.
     pub fn to_avro_datum(&self) -> Result<Vec<u8>, EventError> {
-        encode(webhook_event_schema(), self.to_avro_value()).map_err(EventError::Avro)
+        WRITER
+            .encode(webhook_event_schema(), self.to_avro_value())
+            .map_err(EventError::Avro)
     }
 
     /// Decodes an Avro datum written with `writer_schema` (e.g. fetched from the registry
@@ -135,6 +140,7 @@ impl WebhookEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::avro_util::encode;
     use crate::event::tests::sample;
 
     #[test]

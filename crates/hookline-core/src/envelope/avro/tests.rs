@@ -1,4 +1,5 @@
 use super::*;
+use crate::avro_util::encode;
 use crate::envelope::fixtures::{TRACE_ID, TRACEPARENT, full, minimal};
 use crate::envelope::{ENVELOPE_VERSION, MAX_ERROR_MESSAGE_LEN};
 use crate::schema::{DLQ_ENVELOPE_V1, DLQ_ENVELOPE_V2, DLQ_ENVELOPE_V3, DLQ_ENVELOPE_V4};
