@@ -6,6 +6,11 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// mimalloc, not glibc's malloc: a delivery allocates many small, short-lived buffers, and
+/// glibc's malloc and free took a fifth of the dispatcher's CPU (docs/PERFORMANCE.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = commands::Cli::parse();
