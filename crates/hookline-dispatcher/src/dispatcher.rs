@@ -144,6 +144,7 @@ pub async fn start(settings: Settings, shutdown: CancellationToken) -> Result<Ru
         endpoints,
         metrics: metrics.clone(),
         global: Arc::new(Semaphore::new(settings.max_in_flight)),
+        pressure: crate::pressure::Pressure::default(),
         telemetry: Telemetry::new(settings.telemetry.as_ref())?,
         lifecycle: lifecycle(&settings, &metrics)?.with_operator(operator.clone()),
         cancellations,

@@ -23,6 +23,7 @@ mod metrics;
 mod offsets;
 mod operator;
 mod poll;
+mod pressure;
 mod record;
 mod settings;
 mod shared;

@@ -3,8 +3,10 @@
 //! (rewound to the record, polling on for the others) while its head record is not due,
 //! while its uncommitted window is full, or while a strict-ordering endpoint's chain on it is
 //! full; and resumes it when that ends. Records that hold their partition's commit too long
-//! are told to move on to a tier. On shutdown it stops fetching, drains within the grace
-//! period and commits.
+//! are told to move on to a tier. When every pending place is taken, it holds the record it
+//! fetched last and says for whom ([`crate::pressure`]), so that records waiting past their
+//! deadline for other endpoints give way to it. On shutdown it stops fetching, drains within
+//! the grace period and commits.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -43,6 +45,9 @@ pub(crate) async fn run_loop(
     let pending = Arc::new(Semaphore::new(settings.max_pending));
     let mut tasks = JoinSet::new();
     let mut chains = Chains::default();
+    // A fetched record that found no pending place: no more are fetched until it has one.
+    let mut held: Option<Ready> = None;
+    let mut held_since: Option<tokio::time::Instant> = None;
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -69,7 +74,23 @@ pub(crate) async fn run_loop(
                 chains.sweep();
                 resume_ready(&consumer, &shared, &chains, &ctx);
             }
-            message = consumer.recv(), if pending.available_permits() > 0 => {
+            () = sleep_until(held_since.map(|since| since + settings.queue_wait)), if held_since.is_some() => {
+                // Held as long as a record may wait for its endpoint: whatever its endpoint,
+                // every record past its own deadline now gives way.
+                held_since = None;
+                ctx.pressure.starved(None);
+            }
+            permit = Arc::clone(&pending).acquire_owned(), if held.is_some() => {
+                let (Ok(permit), Some(ready)) = (permit, held.take()) else {
+                    tracing::error!("the pending places are closed");
+                    break;
+                };
+                held_since = None;
+                ctx.pressure.relieved();
+                let spawn = ready.start(&shared, &ctx, Some(permit));
+                tasks.spawn(spawn.run(Arc::clone(&ctx), Arc::clone(&shared), Arc::clone(&consumer)));
+            }
+            message = consumer.recv(), if held.is_none() => {
                 let message = match message {
                     Ok(message) => message,
                     Err(error) => {
@@ -80,13 +101,24 @@ pub(crate) async fn run_loop(
                 shared.readiness.fetched();
                 let record = SourceRecord::from_message(&message);
                 drop(message);
-                let Some(spawn) = take(&consumer, &shared, &ctx, &mut chains, &pending, record) else {
-                    continue;
-                };
-                tasks.spawn(spawn.run(Arc::clone(&ctx), Arc::clone(&shared), Arc::clone(&consumer)));
+                match take(&consumer, &shared, &ctx, &mut chains, &pending, record) {
+                    Taken::Run(spawn) => {
+                        tasks.spawn(spawn.run(Arc::clone(&ctx), Arc::clone(&shared), Arc::clone(&consumer)));
+                    }
+                    Taken::Full(ready) => {
+                        // Records past their deadline for other endpoints now give way.
+                        ctx.pressure.starved(ready.endpoint.as_ref().map(|e| e.id.as_str()));
+                        held = Some(ready);
+                        held_since = Some(tokio::time::Instant::now());
+                    }
+                    Taken::Paused => {}
+                }
             }
         }
     }
+    // A record still held was never started: its offset stays uncommitted.
+    drop(held);
+    ctx.pressure.relieved();
 
     // Shutdown: stop fetching, let running deliveries finish within the grace period,
     // commit what is durable, leave the group.
@@ -163,8 +195,64 @@ impl Spawn {
     }
 }
 
+/// What became of a fetched record.
+enum Taken {
+    /// It runs.
+    Run(Spawn),
+    /// It needs a pending place and none is free: it waits in the poll loop.
+    Full(Ready),
+    /// Its partition paused instead (it is fetched again on resume), or it was not taken.
+    Paused,
+}
+
+/// A record taken in that only needs a pending place to run.
+struct Ready {
+    record: SourceRecord,
+    intake: Intake,
+    endpoint: Option<Arc<crate::endpoints::Endpoint>>,
+}
+
+impl Ready {
+    /// Starts its delivery, holding `permit` (none for a strict endpoint's chained record).
+    fn start(
+        self,
+        shared: &Shared,
+        ctx: &Ctx,
+        permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    ) -> Spawn {
+        self.start_linked(shared, ctx, permit, None)
+    }
+
+    fn start_linked(
+        self,
+        shared: &Shared,
+        ctx: &Ctx,
+        permit: Option<tokio::sync::OwnedSemaphorePermit>,
+        link: Option<Link>,
+    ) -> Spawn {
+        let Ready {
+            record,
+            intake,
+            endpoint,
+        } = self;
+        let (cancel, move_on, in_flight) = shared.start(&record.partition_key(), record.offset);
+        ctx.metrics.set_in_flight(in_flight);
+        Spawn {
+            delivery: Delivery {
+                record,
+                intake,
+                cancel,
+                move_on,
+                endpoint,
+            },
+            permit,
+            link,
+        }
+    }
+}
+
 /// Takes one fetched record in: pauses its partition instead when it must wait, else makes
-/// the delivery that runs it.
+/// the delivery that runs it, or hands it back when no pending place is free.
 fn take(
     consumer: &DispatchConsumer,
     shared: &Shared,
@@ -172,23 +260,23 @@ fn take(
     chains: &mut Chains,
     pending: &Arc<Semaphore>,
     record: SourceRecord,
-) -> Option<Spawn> {
+) -> Taken {
     let settings = &ctx.settings;
     let key = record.partition_key();
     if shared.is_paused(&key) {
         // Fetched before the pause took effect; it is fetched again on resume.
-        return None;
+        return Taken::Paused;
     }
     let intake = delivery::intake(&record, &settings.events_topic, &settings.tiers, now_ms());
     if let Intake::NotDue(until_ms) = intake {
         let wait_ms = u64::try_from(until_ms.saturating_sub(now_ms())).unwrap_or(0);
         let until = Instant::now() + Duration::from_millis(wait_ms);
         pause(consumer, shared, &record, Pause::Until(until), &ctx.metrics);
-        return None;
+        return Taken::Paused;
     }
     if shared.window_full(&key, record.offset, settings.max_uncommitted) {
         pause(consumer, shared, &record, Pause::WindowFull, &ctx.metrics);
-        return None;
+        return Taken::Paused;
     }
     let endpoint = record.key_str().and_then(|id| ctx.endpoints.get(id));
     let strict = matches!(intake, Intake::Deliver(_))
@@ -198,37 +286,28 @@ fn take(
     // A strict endpoint's records wait in their chain, bounded by the endpoint's queue, and
     // hold no pending permit meanwhile: a dead strict endpoint cannot take the permits every
     // other endpoint needs. When its chain is full, the partition pauses (keeping order).
-    let (link, permit) = match (&endpoint, strict) {
-        (Some(endpoint), true) => {
-            let Some(link) = chains.join(&key, &endpoint.id, settings.per_endpoint_queue) else {
-                let full = Pause::ChainFull(endpoint.id.clone());
-                pause(consumer, shared, &record, full, &ctx.metrics);
-                return None;
-            };
-            (Some(link), None)
-        }
-        _ => match Arc::clone(pending).try_acquire_owned() {
-            Ok(permit) => (None, Some(permit)),
-            Err(_) => {
-                // The select only polls with a permit free; a closed semaphore is a bug.
-                tracing::error!("no pending permit for a fetched record");
-                return None;
-            }
-        },
-    };
-    let (cancel, move_on, in_flight) = shared.start(&key, record.offset);
-    ctx.metrics.set_in_flight(in_flight);
-    Some(Spawn {
-        delivery: Delivery {
+    if let (Some(strict_endpoint), true) = (&endpoint, strict) {
+        let Some(link) = chains.join(&key, &strict_endpoint.id, settings.per_endpoint_queue) else {
+            let full = Pause::ChainFull(strict_endpoint.id.clone());
+            pause(consumer, shared, &record, full, &ctx.metrics);
+            return Taken::Paused;
+        };
+        let ready = Ready {
             record,
             intake,
-            cancel,
-            move_on,
             endpoint,
-        },
-        permit,
-        link,
-    })
+        };
+        return Taken::Run(ready.start_linked(shared, ctx, None, Some(link)));
+    }
+    let ready = Ready {
+        record,
+        intake,
+        endpoint,
+    };
+    match Arc::clone(pending).try_acquire_owned() {
+        Ok(permit) => Taken::Run(ready.start(shared, ctx, Some(permit))),
+        Err(_) => Taken::Full(ready),
+    }
 }
 
 /// A place in a strict endpoint's chain on one partition: waits for the record before it,

@@ -16,6 +16,7 @@ use tokio::sync::{AcquireError, OwnedSemaphorePermit};
 
 use super::validate::Target;
 use super::{Ctx, Delivery, Halt};
+use crate::endpoints::Endpoint;
 use crate::metrics::Metrics;
 use crate::operator::{Operator, hooks};
 
@@ -98,10 +99,30 @@ pub(crate) async fn admit(
         None
     } else {
         let queue = Arc::clone(&endpoint.queue).acquire_owned();
-        Some(wait(delivery, deadline, queue, "endpoint_queue_full", first_tier).await?)
+        Some(
+            wait(
+                ctx,
+                delivery,
+                endpoint,
+                deadline,
+                queue,
+                "endpoint_queue_full",
+                first_tier,
+            )
+            .await?,
+        )
     };
     let permits = Arc::clone(&endpoint.permits).acquire_owned();
-    let endpoint_permit = wait(delivery, deadline, permits, "endpoint_busy", first_tier).await?;
+    let endpoint_permit = wait(
+        ctx,
+        delivery,
+        endpoint,
+        deadline,
+        permits,
+        "endpoint_busy",
+        first_tier,
+    )
+    .await?;
     if let Some(limiter) = &endpoint.limiter
         && let Err(not_until) = limiter.check()
     {
@@ -117,11 +138,28 @@ pub(crate) async fn admit(
             limiter.until_ready().await;
             Ok::<(), AcquireError>(())
         };
-        let ready = wait(delivery, deadline, ready, "rate_limited", wait_time);
+        let ready = wait(
+            ctx,
+            delivery,
+            endpoint,
+            deadline,
+            ready,
+            "rate_limited",
+            wait_time,
+        );
         ready.await?;
     }
     let global = Arc::clone(&ctx.global).acquire_owned();
-    let global_permit = wait(delivery, deadline, global, "dispatcher_busy", first_tier).await?;
+    let global_permit = wait(
+        ctx,
+        delivery,
+        endpoint,
+        deadline,
+        global,
+        "dispatcher_busy",
+        first_tier,
+    )
+    .await?;
     // The breaker may have opened while this record waited.
     if breaker.as_ref().is_some_and(|ticket| !ticket.probe) {
         breaker = Some(breaker_ticket(ctx, target)?);
@@ -160,9 +198,13 @@ fn breaker_ticket(ctx: &Ctx, target: &Target) -> Result<BreakerTicket, Halt> {
 }
 
 /// Waits for `future` until `deadline` (none: no deadline), the delivery's cancellation or
-/// its order to move on. A closed semaphore means the dispatcher is stopping.
+/// its order to move on. Past the deadline it waits on while the dispatcher has room or only
+/// its own endpoint's records are held back ([`crate::pressure`]), and gives way (a tier)
+/// once another's are. A closed semaphore means the dispatcher is stopping.
 async fn wait<T>(
+    ctx: &Ctx,
     delivery: &Delivery,
+    endpoint: &Endpoint,
     deadline: Option<Instant>,
     future: impl Future<Output = Result<T, AcquireError>>,
     why: &'static str,
@@ -181,10 +223,28 @@ async fn wait<T>(
             std::future::pending::<()>().await;
         }
     };
+    tokio::pin!(future, moved);
     tokio::select! {
-        () = delivery.cancel.cancelled() => Err(Halt::Abandoned),
-        acquired = future => acquired.map_err(|_| Halt::Abandoned),
-        () = expired => Err(Halt::Defer { why, wait }),
-        () = moved => Err(Halt::Defer { why: "held_commit", wait }),
+        () = delivery.cancel.cancelled() => return Err(Halt::Abandoned),
+        acquired = &mut future => return acquired.map_err(|_| Halt::Abandoned),
+        () = expired => {}
+        () = &mut moved => return Err(Halt::Defer { why: "held_commit", wait }),
+    }
+    let mut pressure = ctx.pressure.subscribe();
+    loop {
+        if pressure.borrow_and_update().must_give_way(&endpoint.id) {
+            return Err(Halt::Defer { why, wait });
+        }
+        tokio::select! {
+            () = delivery.cancel.cancelled() => return Err(Halt::Abandoned),
+            acquired = &mut future => return acquired.map_err(|_| Halt::Abandoned),
+            () = &mut moved => return Err(Halt::Defer { why: "held_commit", wait }),
+            changed = pressure.changed() => {
+                if changed.is_err() {
+                    // The poll loop is gone: the dispatcher is stopping.
+                    return Err(Halt::Defer { why, wait });
+                }
+            }
+        }
     }
 }

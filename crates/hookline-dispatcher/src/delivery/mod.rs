@@ -61,6 +61,8 @@ pub(crate) struct Ctx {
     pub metrics: Metrics,
     /// Attempts running at once, over all endpoints.
     pub global: Arc<Semaphore>,
+    /// Who the poll loop holds back for want of a pending place.
+    pub pressure: crate::pressure::Pressure,
     /// Trace export (spans of deliveries and attempts), when configured.
     pub telemetry: Telemetry,
     /// Disables endpoints that are gone or keep failing.

@@ -489,3 +489,85 @@ async fn a_2xx_whose_body_stalls_is_a_delivery_not_a_retry() {
     );
     h.stop().await;
 }
+
+const DEFERRED: &str = "webhook_deferrals_total";
+
+/// 8. Before: a slow endpoint that had the dispatcher to itself sent its backlog round a
+/// tier: every record that waited past `queue_wait_ms` for a place in its queue was deferred,
+/// though no other endpoint's record waited behind it (the benchmark's slow scenario ran at
+/// 6% of its in-flight limit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_slow_endpoint_alone_keeps_its_backlog_in_place() {
+    let mut h = Harness::new("alone").await;
+    let slow = h.receiver.script("slow", |_| Reply::Slow {
+        delay_ms: 200,
+        status: 204,
+    });
+    h.put_endpoint("ep-slow", json!({ "url": slow })).await;
+    publish_all(&h, &events("ep-slow", 30), None).await;
+    let mut config = h.config();
+    config.concurrency.per_endpoint = 2;
+    config.concurrency.per_endpoint_queue = 4;
+    config.concurrency.max_pending = 12;
+    // The endpoint frees a place every 100 ms: the last of 12 pending records waits 1.2 s.
+    config.concurrency.queue_wait_ms = 500;
+    h.start(config).await;
+
+    wait_until(DEADLINE, "30 deliveries", || {
+        let done = h.metric(SUCCEEDED) >= 30;
+        async move { done.then_some(()) }
+    })
+    .await;
+    assert_eq!(
+        metric_with(&h, DEFERRED, "why="),
+        0,
+        "no record went round a tier"
+    );
+    assert_eq!(h.receiver.count("slow"), 30, "each event once");
+    h.stop().await;
+}
+
+/// 9. The other side of 8: when the slow endpoint frees places more slowly than
+/// `queue_wait_ms`, its records past their deadline give way (a tier), so that the records
+/// behind them on the partition are reached, as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_slow_endpoints_backlog_gives_way_to_another_endpoint() {
+    let mut h = Harness::new("giveway").await;
+    let slow = h.receiver.script("slow", |_| Reply::Slow {
+        delay_ms: 500,
+        status: 204,
+    });
+    let fast = h.receiver.script("fast", |_| Reply::Status(204));
+    h.put_endpoint("ep-slow", json!({ "url": slow })).await;
+    h.put_endpoint("ep-fast", json!({ "url": fast })).await;
+    // One partition: the fast events come after the slow backlog, as a log has them.
+    publish_all(&h, &events("ep-slow", 40), Some(0)).await;
+    publish_all(&h, &events("ep-fast", 10), Some(0)).await;
+    let mut config = h.config();
+    config.concurrency.per_endpoint = 2;
+    config.concurrency.per_endpoint_queue = 4;
+    config.concurrency.max_pending = 12;
+    config.concurrency.queue_wait_ms = 100;
+    h.start(config).await;
+
+    // The slow endpoint alone needs 40 x 500 ms / 2 = 10 s for its backlog.
+    let started = Instant::now();
+    wait_until(DEADLINE, "the fast endpoint's 10 deliveries", || async {
+        (h.receiver.count("fast") >= 10).then_some(())
+    })
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(6),
+        "the fast events waited {:?} behind the slow backlog",
+        started.elapsed()
+    );
+    assert!(
+        metric_with(&h, DEFERRED, "endpoint_queue_full") > 0,
+        "the slow records gave way"
+    );
+    wait_until(DEADLINE, "every slow event delivered", || async {
+        (h.receiver.count("slow") >= 40).then_some(())
+    })
+    .await;
+    h.stop().await;
+}
