@@ -58,3 +58,19 @@ fn unresolved_secrets_name_the_property_and_reference() {
     assert!(error.contains("kafka.properties.sasl.password"), "{error}");
     assert!(error.contains("HOOKLINE_NO_SUCH_VARIABLE_D7"), "{error}");
 }
+
+#[test]
+fn a_resumed_tier_is_fetched_within_100_ms_unless_the_user_says_otherwise() {
+    let settings = DispatcherConfig::default()
+        .into_settings()
+        .expect("defaults");
+    let config = settings.consumer_config();
+    assert_eq!(config.get("fetch.wait.max.ms"), Some("100"));
+    let settings = with("fetch.wait.max.ms", "500")
+        .into_settings()
+        .expect("a user's fetch wait");
+    assert_eq!(
+        settings.consumer_config().get("fetch.wait.max.ms"),
+        Some("500")
+    );
+}
