@@ -113,6 +113,9 @@ pub enum DlqError {
         /// The rate given.
         rate: f64,
     },
+    /// An object-store archive could not be written or read.
+    #[error(transparent)]
+    Store(#[from] crate::archive::store::StoreError),
     /// A file given as output exists already.
     #[error("{} exists already (nothing written; remove it or choose another file)", path.display())]
     FileExists {

@@ -124,6 +124,47 @@ fn to_value(selected: &Selected) -> Value {
     ])
 }
 
+/// The archive schema, parsed.
+pub(crate) fn archive_schema(path: &Path) -> Result<Schema> {
+    Schema::parse_str(&archive_schema_json())
+        .map_err(avro_error(path, "parsing the archive schema"))
+}
+
+/// An object container writer on `out` with the topic in its metadata; the header is
+/// written with the first record.
+pub(crate) fn start<'s, W: Write>(
+    path: &Path,
+    schema: &'s Schema,
+    out: W,
+    dlq_topic: &str,
+) -> Result<Writer<'s, W>> {
+    let mut writer = Writer::with_codec(schema, out, Codec::Deflate(DeflateSettings::default()))
+        .map_err(avro_error(path, "starting the file"))?;
+    writer
+        .add_user_metadata(TOPIC_METADATA_KEY.to_owned(), dlq_topic)
+        .map_err(avro_error(path, "writing metadata"))?;
+    Ok(writer)
+}
+
+/// Appends one record to a writer made by [`start`].
+pub(crate) fn append<W: Write>(
+    path: &Path,
+    writer: &mut Writer<'_, W>,
+    selected: &Selected,
+) -> Result<()> {
+    writer
+        .append_value(to_value(selected))
+        .map_err(avro_error(path, "appending a record"))?;
+    Ok(())
+}
+
+/// Ends a writer made by [`start`]: the last block, then the output itself.
+pub(crate) fn end<W: Write>(path: &Path, writer: Writer<'_, W>) -> Result<W> {
+    writer
+        .into_inner()
+        .map_err(avro_error(path, "finishing the file"))
+}
+
 /// Writes an Avro archive to `out`; returns how many records it holds.
 pub fn write(
     path: &Path,
@@ -131,23 +172,14 @@ pub fn write(
     dlq_topic: &str,
     records: impl Iterator<Item = Selected>,
 ) -> Result<u64> {
-    let schema = Schema::parse_str(&archive_schema_json())
-        .map_err(avro_error(path, "parsing the archive schema"))?;
-    let mut writer = Writer::with_codec(&schema, out, Codec::Deflate(DeflateSettings::default()))
-        .map_err(avro_error(path, "starting the file"))?;
-    writer
-        .add_user_metadata(TOPIC_METADATA_KEY.to_owned(), dlq_topic)
-        .map_err(avro_error(path, "writing metadata"))?;
+    let schema = archive_schema(path)?;
+    let mut writer = start(path, &schema, out, dlq_topic)?;
     let mut count = 0;
     for selected in records {
-        writer
-            .append_value(to_value(&selected))
-            .map_err(avro_error(path, "appending a record"))?;
+        append(path, &mut writer, &selected)?;
         count += 1;
     }
-    let mut inner = writer
-        .into_inner()
-        .map_err(avro_error(path, "finishing the file"))?;
+    let mut inner = end(path, writer)?;
     inner.flush().map_err(DlqError::io(path))?;
     Ok(count)
 }
@@ -156,6 +188,21 @@ pub fn write(
 /// writer schema is ([`check_writer_schema`]), and no length the file claims is allocated
 /// past [`MAX_AVRO_ALLOCATION_BYTES`](hookline_core::schema::MAX_AVRO_ALLOCATION_BYTES).
 pub fn read(path: &Path, input: impl Read) -> Result<Vec<Selected>> {
+    let mut out = Vec::new();
+    read_each(path, input, |selected| {
+        out.push(selected);
+        true
+    })?;
+    Ok(out)
+}
+
+/// Reads an Avro archive as [`read`] does, one record at a time: `each` is given every
+/// record in order until it returns `false`. Returns how many records it was given.
+pub fn read_each(
+    path: &Path,
+    input: impl Read,
+    mut each: impl FnMut(Selected) -> bool,
+) -> Result<u64> {
     limit_avro_allocations();
     let reader = Reader::new(input).map_err(avro_error(path, "reading the header"))?;
     check_writer_schema(reader.writer_schema()).map_err(|refusal| DlqError::Archive {
@@ -174,16 +221,20 @@ pub fn read(path: &Path, input: impl Read) -> Result<Vec<Selected>> {
             problem: format!("its records are `{name}`, not {ARCHIVE_RECORD_NAME}"),
         });
     }
-    let mut out = Vec::new();
+    let mut count = 0;
     for (index, value) in reader.enumerate() {
         let value = value.map_err(avro_error(path, "reading a record"))?;
-        out.push(from_value(value).map_err(|problem| DlqError::Archive {
+        let selected = from_value(value).map_err(|problem| DlqError::Archive {
             path: path.to_owned(),
             item: index + 1,
             problem,
-        })?);
+        })?;
+        count += 1;
+        if !each(selected) {
+            break;
+        }
     }
-    Ok(out)
+    Ok(count)
 }
 
 fn strip(mut value: Value) -> Value {

@@ -1,8 +1,10 @@
 //! Archives of DLQ records that outlive the topic's retention: an Avro object container
 //! file with its writer schema embedded, or JSON lines; both read back by [`read_archive`].
-//! File I/O runs on a blocking thread, fed through a channel.
+//! File I/O runs on a blocking thread, fed through a channel. [`store`] writes the Avro
+//! archive to object storage (S3, GCS, Azure, a local directory) and reads it back.
 
 pub mod avro;
+pub mod store;
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};

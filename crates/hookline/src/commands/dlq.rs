@@ -2,13 +2,14 @@
 //! takes the same selection flags; handled (redriven or resolved) records are left out
 //! unless `--all`, and every action is recorded in `<events>.dlq-actions`.
 
+mod archive;
+
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context as _, bail};
 use clap::{Subcommand, ValueEnum};
-use hookline_dlq::archive::{ArchiveWriter, Format, read_archive};
 use hookline_dlq::escape::escape_control;
 use hookline_dlq::filter::{FilterSpec, now_ms};
 use hookline_dlq::json::to_json;
@@ -42,8 +43,9 @@ enum DlqCommand {
     Resolve(MarkArgs),
     /// Add a note to dead letters' history; their status does not change.
     Note(MarkArgs),
-    /// Write dead letters to a file (Avro with its schema, or JSON lines).
-    Archive(ArchiveArgs),
+    /// Write dead letters to a file (Avro with its schema, or JSON lines), or to object
+    /// storage (--to s3://bucket/prefix/, gs://, az://, file://) as Avro objects by day.
+    Archive(archive::ArchiveArgs),
 }
 
 /// Which records; criteria combine with AND, repeated values of one flag with OR.
@@ -130,9 +132,15 @@ struct InspectArgs {
     /// Include redriven and resolved records.
     #[arg(long)]
     all: bool,
-    /// Read an archive written by `hookline dlq archive` instead of the topic.
-    #[arg(long, value_name = "PATH")]
-    file: Option<PathBuf>,
+    /// Read an archive written by `hookline dlq archive` instead of the topic: a file, a
+    /// directory, or an object-store URL (s3://bucket/prefix/, gs://, az://, file://): one
+    /// object, or every .avro object under the prefix, in key order (by topic, day, run).
+    #[arg(long, value_name = "PATH|URL")]
+    file: Option<String>,
+    /// A TOML config file whose `[archive]` section says how to reach the object store;
+    /// `HOOKLINE_ARCHIVE__<KEY>` variables override it.
+    #[arg(long, env = "HOOKLINE_CONFIG", value_name = "PATH")]
+    config: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -168,29 +176,6 @@ struct MarkArgs {
     by: Option<String>,
 }
 
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum ArchiveFormat {
-    /// Avro object container file with the writer schema embedded.
-    Avro,
-    /// One JSON object per line.
-    Jsonl,
-}
-
-#[derive(Debug, clap::Args)]
-struct ArchiveArgs {
-    #[command(flatten)]
-    select: SelectArgs,
-    /// The file to write; it must not exist.
-    #[arg(long, value_name = "PATH")]
-    file: PathBuf,
-    /// File format (default: jsonl for .jsonl/.json names, else avro).
-    #[arg(long, value_enum)]
-    format: Option<ArchiveFormat>,
-    /// Include redriven and resolved records.
-    #[arg(long)]
-    all: bool,
-}
-
 /// Runs `hookline dlq`.
 pub async fn run(args: DlqArgs, context: &Context) -> anyhow::Result<()> {
     match args.command {
@@ -198,7 +183,7 @@ pub async fn run(args: DlqArgs, context: &Context) -> anyhow::Result<()> {
         DlqCommand::Redrive(a) => run_redrive(a, context).await,
         DlqCommand::Resolve(a) => run_mark(a, Mark::Resolve, context).await,
         DlqCommand::Note(a) => run_mark(a, Mark::Note, context).await,
-        DlqCommand::Archive(a) => archive(a, context).await,
+        DlqCommand::Archive(a) => archive::archive(a, context).await,
     }
 }
 
@@ -266,12 +251,18 @@ async fn inspect(args: InspectArgs, context: &Context) -> anyhow::Result<()> {
         return Ok(());
     }
     let limit = args.limit.unwrap_or(u64::MAX);
-    if let Some(path) = &args.file {
-        let (records, hidden) = select_from(read_archive(path).await?, &filter, args.all);
-        view.summary.hidden_handled = hidden;
-        for s in records {
-            if view.shown >= limit || !view.show(SelectedItem::Record(Box::new(s))).await? {
+    if let Some(source) = &args.file {
+        let mut records = archive::open_archive(source, args.config.as_deref()).await?;
+        'read: while view.shown < limit {
+            let Some(s) = records.next().await? else {
                 break;
+            };
+            let (kept, hidden) = select_from(vec![s], &filter, args.all);
+            view.summary.hidden_handled += hidden;
+            for s in kept {
+                if !view.show(SelectedItem::Record(Box::new(s))).await? {
+                    break 'read;
+                }
             }
         }
     } else {
@@ -463,35 +454,5 @@ async fn run_mark(args: MarkArgs, mark_kind: Mark, context: &Context) -> anyhow:
     };
     out.line(&format!("{verb} {} records{skipped}", report.marked.len()))?;
     warn_undecodable(&report.undecodable);
-    Ok(())
-}
-
-async fn archive(args: ArchiveArgs, context: &Context) -> anyhow::Result<()> {
-    let filter = args.select.filter()?;
-    let format = match args.format {
-        Some(ArchiveFormat::Avro) => Format::Avro,
-        Some(ArchiveFormat::Jsonl) => Format::Jsonl,
-        None => Format::from_path(&args.file),
-    };
-    let mut selection = open(context, filter, false, args.all).await?;
-    let writer = ArchiveWriter::create(&args.file, format, &context.topics.dlq())?;
-    let mut undecodable = Vec::new();
-    while let Some(item) = selection.next().await? {
-        match item {
-            SelectedItem::Record(s) => writer.write(*s).await?,
-            SelectedItem::Undecodable(u) => undecodable.push(RecordRef {
-                partition: u.partition,
-                offset: u.offset,
-            }),
-        }
-    }
-    let count = writer.finish().await?;
-    println!("archived {count} records to {}", args.file.display());
-    let hidden = selection.stats().hidden_handled;
-    if hidden > 0 {
-        eprintln!("{hidden} redriven or resolved records not archived (--all archives them)");
-    }
-    undecodable.extend_from_slice(selection.skipped_undecodable());
-    warn_undecodable(&undecodable);
     Ok(())
 }

@@ -3,6 +3,7 @@
 mod cli;
 mod cli_signing;
 mod dispatch;
+mod dlq_archive_store;
 mod dlq_cli;
 mod egress;
 mod endpoints_lifecycle;
