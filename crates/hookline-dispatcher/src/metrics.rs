@@ -56,6 +56,17 @@ struct DeferLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CircuitLabel {
+    endpoint: String,
+    state: &'static str,
+}
+
+/// Most endpoints `webhook_circuit_open` names at once: a series exists only while an
+/// endpoint's breaker is not closed, and past this many the rest are only counted in
+/// `webhook_circuits_open`, so that an outage of every endpoint cannot flood Prometheus.
+pub const MAX_CIRCUIT_SERIES: usize = 256;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CodeLabel {
     code: String,
 }
@@ -73,10 +84,13 @@ pub struct Metrics {
     deferrals: Family<DeferLabel, Counter>,
     hops: Family<TierLabel, Counter>,
     circuits: Family<StateLabel, Counter>,
-    /// The endpoints whose breaker last changed to open or half-open; its size is
-    /// `circuits_open`.
-    open_circuits: Arc<Mutex<BTreeSet<String>>>,
+    /// The endpoints whose breaker last changed to open or half-open, with that state; its
+    /// size is `circuits_open`.
+    open_circuits: Arc<Mutex<OpenCircuits>>,
     circuits_open: Gauge,
+    /// 1 for each endpoint whose breaker is open or half-open (at most
+    /// [`MAX_CIRCUIT_SERIES`] of them), by endpoint id and state.
+    circuit_open: Family<CircuitLabel, Gauge>,
     consumer_errors: Family<CodeLabel, Counter>,
     registry_waits: Counter,
     dlq_refused: Counter,
@@ -92,6 +106,13 @@ pub struct Metrics {
     pub(crate) lifecycle: LifecycleMetrics,
     /// The operational webhooks' metrics, in the same registry.
     pub(crate) operator: OperatorMetrics,
+}
+
+/// The breakers that are not closed, and which of them have a `webhook_circuit_open` series.
+#[derive(Debug, Default)]
+struct OpenCircuits {
+    states: BTreeMap<String, BreakerState>,
+    labelled: BTreeSet<String>,
 }
 
 /// Running totals of one dispatcher, for programs that embed it (the demo's summary).
@@ -127,6 +148,7 @@ impl Metrics {
         let hops = Family::<TierLabel, Counter>::default();
         let circuits = Family::<StateLabel, Counter>::default();
         let circuits_open = Gauge::default();
+        let circuit_open = Family::<CircuitLabel, Gauge>::default();
         let consumer_errors = Family::<CodeLabel, Counter>::default();
         let registry_waits = Counter::default();
         let dlq_refused = Counter::default();
@@ -185,6 +207,11 @@ impl Metrics {
             circuits_open.clone(),
         );
         registry.register(
+            "webhook_circuit_open",
+            "1 while an endpoint's circuit breaker is open or half-open, by endpoint and state (at most 256 endpoints; all are counted in webhook_circuits_open)",
+            circuit_open.clone(),
+        );
+        registry.register(
             "webhook_consumer_errors",
             "Errors the consumer reported while fetching, by error code",
             consumer_errors.clone(),
@@ -240,6 +267,7 @@ impl Metrics {
             circuits,
             open_circuits: Arc::default(),
             circuits_open,
+            circuit_open,
             consumer_errors,
             registry_waits,
             dlq_refused,
@@ -352,15 +380,37 @@ impl Metrics {
                 .open_circuits
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
-            match state {
+            let was = match state {
                 BreakerState::Open | BreakerState::HalfOpen => {
-                    open.insert(endpoint.to_owned());
+                    open.states.insert(endpoint.to_owned(), state)
                 }
+                BreakerState::Closed => open.states.remove(endpoint),
+            };
+            if let Some(was) = was {
+                self.circuit_open.remove(&CircuitLabel {
+                    endpoint: endpoint.to_owned(),
+                    state: was.as_str(),
+                });
+            }
+            let labelled = open.labelled.contains(endpoint);
+            match state {
+                BreakerState::Open | BreakerState::HalfOpen
+                    if labelled || open.labelled.len() < MAX_CIRCUIT_SERIES =>
+                {
+                    open.labelled.insert(endpoint.to_owned());
+                    self.circuit_open
+                        .get_or_create(&CircuitLabel {
+                            endpoint: endpoint.to_owned(),
+                            state: state.as_str(),
+                        })
+                        .set(1);
+                }
+                BreakerState::Open | BreakerState::HalfOpen => {}
                 BreakerState::Closed => {
-                    open.remove(endpoint);
+                    open.labelled.remove(endpoint);
                 }
             }
-            open.len()
+            open.states.len()
         };
         self.circuits_open
             .set(i64::try_from(open).unwrap_or(i64::MAX));
@@ -423,6 +473,60 @@ mod tests {
         metrics.breaker_changed("ep-a", BreakerState::HalfOpen);
         metrics.breaker_changed("ep-a", BreakerState::Closed);
         assert_eq!(open_now(&metrics).as_deref(), Some("1"));
+    }
+
+    fn open_series(metrics: &Metrics) -> Vec<String> {
+        metrics
+            .encode()
+            .lines()
+            .filter(|line| line.starts_with("webhook_circuit_open{"))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    #[test]
+    fn circuit_open_names_each_endpoint_whose_breaker_is_not_closed() {
+        let metrics = Metrics::new();
+        assert!(open_series(&metrics).is_empty());
+        metrics.breaker_changed("ep-a", BreakerState::Open);
+        metrics.breaker_changed("ep-b", BreakerState::Open);
+        metrics.breaker_changed("ep-b", BreakerState::HalfOpen);
+        let mut series = open_series(&metrics);
+        series.sort();
+        assert_eq!(
+            series,
+            [
+                r#"webhook_circuit_open{endpoint="ep-a",state="open"} 1"#,
+                r#"webhook_circuit_open{endpoint="ep-b",state="half_open"} 1"#,
+            ]
+        );
+        metrics.breaker_changed("ep-a", BreakerState::Closed);
+        metrics.breaker_changed("ep-b", BreakerState::Closed);
+        assert!(open_series(&metrics).is_empty(), "{}", metrics.encode());
+        assert_eq!(open_now(&metrics).as_deref(), Some("0"));
+    }
+
+    #[test]
+    fn circuit_open_names_at_most_max_circuit_series_endpoints() {
+        let metrics = Metrics::new();
+        for n in 0..MAX_CIRCUIT_SERIES + 10 {
+            metrics.breaker_changed(&format!("ep-{n:04}"), BreakerState::Open);
+        }
+        assert_eq!(open_series(&metrics).len(), MAX_CIRCUIT_SERIES);
+        let total = MAX_CIRCUIT_SERIES + 10;
+        assert_eq!(open_now(&metrics), Some(total.to_string()));
+        // One closes: an unlabelled one may take its place once it changes again.
+        metrics.breaker_changed("ep-0000", BreakerState::Closed);
+        metrics.breaker_changed(
+            &format!("ep-{:04}", MAX_CIRCUIT_SERIES + 3),
+            BreakerState::HalfOpen,
+        );
+        assert_eq!(open_series(&metrics).len(), MAX_CIRCUIT_SERIES);
+        assert!(
+            open_series(&metrics)
+                .iter()
+                .any(|line| line.contains(&format!("ep-{:04}", MAX_CIRCUIT_SERIES + 3))),
+        );
     }
 
     #[test]

@@ -1,11 +1,12 @@
 //! `hookline endpoints enable` and `disable`: turning an endpoint's deliveries on and off
-//! by hand, and how listings show why one is off. Records that arrive for a disabled
-//! endpoint are parked (`endpoint_disabled`); redrive them once it is enabled again.
+//! by hand (through `hookline_producer::endpoints`, as the console does), and how listings
+//! show why one is off. Records that arrive for a disabled endpoint are parked
+//! (`endpoint_disabled`); redrive them once it is enabled again.
 
-use anyhow::{Context as _, bail};
-use hookline_core::endpoint::{EndpointConfig, MAX_DISABLED_REASON_LEN};
-use hookline_dlq::filter::{format_ms, now_ms};
-use hookline_producer::{EndpointStore, PutIf};
+use hookline_core::endpoint::EndpointConfig;
+use hookline_dlq::filter::format_ms;
+use hookline_producer::EndpointStore;
+use hookline_producer::endpoints::{self, SwitchError};
 
 /// Arguments of `hookline endpoints enable`.
 #[derive(Debug, clap::Args)]
@@ -26,18 +27,13 @@ pub struct DisableArgs {
 
 /// Enables endpoint `id`: `enabled = true`, its disabled reason and time cleared.
 pub async fn enable(store: &EndpointStore, args: &EnableArgs) -> anyhow::Result<()> {
-    let current = current(store, &args.id).await?;
-    if current.enabled {
+    let switched = endpoints::enable(store, &args.id)
+        .await
+        .map_err(cli_error)?;
+    if !switched.written {
         println!("endpoint {} is enabled already", args.id);
         return Ok(());
     }
-    let config = EndpointConfig {
-        enabled: true,
-        disabled_reason: None,
-        disabled_at_ms: None,
-        ..current.clone()
-    };
-    write(store, &args.id, &current, &config).await?;
     println!(
         "enabled endpoint {} (redrive what was parked meanwhile: hookline dlq redrive --reason endpoint_disabled --endpoint {})",
         args.id, args.id
@@ -47,26 +43,25 @@ pub async fn enable(store: &EndpointStore, args: &EnableArgs) -> anyhow::Result<
 
 /// Disables endpoint `id`, with the reason and the time.
 pub async fn disable(store: &EndpointStore, args: &DisableArgs) -> anyhow::Result<()> {
-    let reason = match &args.reason {
-        Some(text) => format!("manual: {text}"),
-        None => "manual".to_owned(),
-    };
-    if reason.len() > MAX_DISABLED_REASON_LEN || reason.chars().any(char::is_control) {
-        bail!(
-            "--reason: must be at most {} bytes without control characters",
-            MAX_DISABLED_REASON_LEN - "manual: ".len()
-        );
-    }
-    let current = current(store, &args.id).await?;
-    let config = EndpointConfig {
-        enabled: false,
-        disabled_reason: Some(reason),
-        disabled_at_ms: Some(now_ms()),
-        ..current.clone()
-    };
-    write(store, &args.id, &current, &config).await?;
-    println!("disabled endpoint {} ({})", args.id, state_cell(&config));
+    let switched = endpoints::disable(store, &args.id, args.reason.as_deref(), None)
+        .await
+        .map_err(cli_error)?;
+    println!(
+        "disabled endpoint {} ({})",
+        args.id,
+        state_cell(&switched.config)
+    );
     Ok(())
+}
+
+/// The library's error as the CLI words it: a bad reason names `--reason`.
+fn cli_error(error: SwitchError) -> anyhow::Error {
+    match error {
+        SwitchError::InvalidReason { max_bytes } => anyhow::anyhow!(
+            "--reason: must be at most {max_bytes} bytes without control characters"
+        ),
+        other => other.into(),
+    }
 }
 
 /// The ENABLED cell of a listing: `yes`, `no`, or `disabled (gone: HTTP 410, <time>)`.
@@ -79,31 +74,6 @@ pub fn state_cell(config: &EndpointConfig) -> String {
         (Some(reason), None) => format!("disabled ({reason})"),
         (None, Some(at)) => format!("disabled ({})", format_ms(at)),
         (None, None) => "no".to_owned(),
-    }
-}
-
-async fn current(store: &EndpointStore, id: &str) -> anyhow::Result<EndpointConfig> {
-    match store.get(id).await? {
-        Some(config) => Ok(config),
-        None => bail!("no endpoint {id} in {}", store.topic()),
-    }
-}
-
-async fn write(
-    store: &EndpointStore,
-    id: &str,
-    seen: &EndpointConfig,
-    config: &EndpointConfig,
-) -> anyhow::Result<()> {
-    match store
-        .put_if_current(id, seen, config)
-        .await
-        .with_context(|| format!("writing endpoint {id}"))?
-    {
-        PutIf::Written => Ok(()),
-        PutIf::Changed(_) => {
-            bail!("endpoint {id} changed while it was written; nothing written, try again")
-        }
     }
 }
 
