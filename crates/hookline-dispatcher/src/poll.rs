@@ -25,6 +25,7 @@ use crate::delivery::{self, Ctx, Delivery, Intake, now_ms};
 use crate::error::{DispatchError, Result};
 use crate::metrics::Metrics;
 use crate::offsets::PartitionKey;
+use crate::pressure::Hold;
 use crate::record::SourceRecord;
 use crate::shared::{Pause, Shared};
 
@@ -47,7 +48,7 @@ pub(crate) async fn run_loop(
     let mut chains = Chains::default();
     // A fetched record that found no pending place: no more are fetched until it has one.
     let mut held: Option<Ready> = None;
-    let mut held_since: Option<tokio::time::Instant> = None;
+    let mut hold: Option<Hold> = None;
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -74,18 +75,20 @@ pub(crate) async fn run_loop(
                 chains.sweep();
                 resume_ready(&consumer, &shared, &chains, &ctx);
             }
-            () = sleep_until(held_since.map(|since| since + settings.queue_wait)), if held_since.is_some() => {
-                // Held as long as a record may wait for its endpoint: whatever its endpoint,
-                // every record past its own deadline now gives way.
-                held_since = None;
-                ctx.pressure.starved(None);
+            () = sleep_until(hold.as_ref().and_then(|h| h.next_at(settings.queue_wait))),
+                if hold.as_ref().is_some_and(|h| h.next_at(settings.queue_wait).is_some()) => {
+                // Records past their deadline for other endpoints now give way; after
+                // `queue_wait`, whatever their endpoint.
+                if let Some(hold) = hold.as_mut() {
+                    hold.escalate(&ctx.pressure);
+                }
             }
             permit = Arc::clone(&pending).acquire_owned(), if held.is_some() => {
                 let (Ok(permit), Some(ready)) = (permit, held.take()) else {
                     tracing::error!("the pending places are closed");
                     break;
                 };
-                held_since = None;
+                hold = None;
                 ctx.pressure.relieved();
                 let spawn = ready.start(&shared, &ctx, Some(permit));
                 tasks.spawn(spawn.run(Arc::clone(&ctx), Arc::clone(&shared), Arc::clone(&consumer)));
@@ -106,10 +109,8 @@ pub(crate) async fn run_loop(
                         tasks.spawn(spawn.run(Arc::clone(&ctx), Arc::clone(&shared), Arc::clone(&consumer)));
                     }
                     Taken::Full(ready) => {
-                        // Records past their deadline for other endpoints now give way.
-                        ctx.pressure.starved(ready.endpoint.as_ref().map(|e| e.id.as_str()));
+                        hold = Some(Hold::new(ready.endpoint.as_ref().map(|e| e.id.as_str())));
                         held = Some(ready);
-                        held_since = Some(tokio::time::Instant::now());
                     }
                     Taken::Paused => {}
                 }
