@@ -2,6 +2,7 @@
 //! a tombstone for a removed endpoint.
 
 mod error;
+pub mod lifecycle;
 mod store;
 mod table;
 
