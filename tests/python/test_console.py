@@ -263,7 +263,8 @@ def test_an_operator_filters_redrives_and_resolves_with_the_keyboard(stack, brow
     wait_for("the record page", lambda: "/dlq/records/" in browser.current_url)
     record_url = browser.current_url
     assert events["flaky-a"] in browser.find_element(By.ID, "envelope").text
-    assert "jane@example.com" in browser.find_element(By.ID, "payload").text
+    # The original event, decoded through the registry (published as Avro).
+    assert '"event_type": "invoice.paid"' in browser.find_element(By.ID, "payload").text
     shot(browser, "dlq-record.png")
     receiver.fixed.set()
     tab_to(browser, "redrive-button")
@@ -312,7 +313,7 @@ def test_a_viewer_reads_without_action_buttons_or_payloads(stack, browser):
     wait_for("the record page", lambda: "/dlq/records/" in browser.current_url)
     assert not ids_present(browser, "actions", "redrive-button", "resolve-button", "note-button")
     assert ids_present(browser, "payload-hidden")
-    assert "jane@example.com" not in browser.page_source
+    assert not ids_present(browser, "payload")
 
 
 def test_an_admin_logs_in_and_the_page_fits_a_phone(stack, browser):
