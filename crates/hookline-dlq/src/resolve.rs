@@ -28,14 +28,15 @@ pub struct MarkReport {
     pub undecodable: Vec<RecordRef>,
 }
 
-/// Records `mark` with `note` by `by` on each record `filter` selects. Nothing is written
-/// when the DLQ or the actions topic is missing, or in a dry run.
+/// Records `mark` with `note` by `by` (acting as `role`, when known) on each record
+/// `filter` selects. Nothing is written when the DLQ or the actions topic is missing, or in
+/// a dry run.
 pub async fn mark(
     sources: Sources<'_>,
     filter: Filter,
     mark: Mark,
     note: Option<&str>,
-    by: &str,
+    (by, role): (&str, Option<&str>),
     dry_run: bool,
 ) -> Result<MarkReport> {
     let kafka = sources.kafka;
@@ -71,6 +72,7 @@ pub async fn mark(
         let action = Action {
             note: note.map(str::to_owned),
             event_id: Some(selected.record.envelope.event_id.clone()),
+            role: role.map(str::to_owned),
             ..Action::new(kind, now_ms(), by)
         };
         let place = selected.record.place();

@@ -100,6 +100,9 @@ pub fn table_row(selected: &Selected) -> String {
             action.action.as_str(),
             escape_control(&action.by)
         ));
+        if let Some(role) = &action.role {
+            line.push_str(&format!(" ({})", escape_control(role)));
+        }
         if let Some(target) = &action.target {
             line.push_str(&format!(" -> {}", escape_control(target)));
         }

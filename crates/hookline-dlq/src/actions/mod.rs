@@ -44,6 +44,10 @@ pub struct Action {
     pub at: String,
     /// Who did it.
     pub by: String,
+    /// The role they acted in (`operator`, `admin`: the console's roles); `None` for
+    /// actions from the command line, and for records written before roles were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
     /// The operator's note.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
@@ -62,6 +66,7 @@ impl Action {
             action,
             at: format_ms(now_ms),
             by: by.to_owned(),
+            role: None,
             note: None,
             target: None,
             event_id: None,
@@ -187,6 +192,34 @@ mod tests {
         assert_eq!(full, compacted);
         assert_eq!(full.0.len(), 2);
         assert_eq!(full.status(), Status::Redriven);
+    }
+
+    #[test]
+    fn the_role_is_written_when_known_and_records_without_one_still_read() {
+        let with_role = StoredAction {
+            action: Action {
+                role: Some("operator".into()),
+                ..action(ActionKind::Resolved, 1)
+            },
+            earlier: vec![],
+        };
+        let json = serde_json::to_value(&with_role).expect("json");
+        assert_eq!(json["role"], "operator");
+        let back: StoredAction = serde_json::from_value(json).expect("parse");
+        assert_eq!(back, with_role);
+        // As written by a hookline without roles (and by the CLI): no `role` key.
+        let old: StoredAction = serde_json::from_str(
+            r#"{"action":"note","at":"2024-05-01T00:00:00.000Z","by":"ops","note":"n"}"#,
+        )
+        .expect("an action without a role");
+        assert_eq!(old.action.role, None);
+        assert!(
+            serde_json::to_value(&old)
+                .expect("json")
+                .get("role")
+                .is_none(),
+            "no role key is written for an action without one"
+        );
     }
 
     proptest::proptest! {

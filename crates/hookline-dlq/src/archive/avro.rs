@@ -50,7 +50,8 @@ pub fn archive_schema_json() -> String {
                     {"name": "by", "type": "string"},
                     {"name": "note", "type": ["null", "string"], "default": null},
                     {"name": "target", "type": ["null", "string"], "default": null},
-                    {"name": "event_id", "type": ["null", "string"], "default": null}
+                    {"name": "event_id", "type": ["null", "string"], "default": null},
+                    {"name": "role", "type": ["null", "string"], "default": null}
                 ]}}, "default": [], "doc": "Operator actions, oldest first."}
         ]
     })
@@ -103,6 +104,7 @@ fn to_value(selected: &Selected) -> Value {
                 ("note".into(), text(&a.note)),
                 ("target".into(), text(&a.target)),
                 ("event_id".into(), text(&a.event_id)),
+                ("role".into(), text(&a.role)),
             ])
         })
         .collect();
@@ -335,6 +337,7 @@ fn action_from_value(value: Value) -> std::result::Result<Action, String> {
             "note" => action.note = text,
             "target" => action.target = text,
             "event_id" => action.event_id = text,
+            "role" => action.role = text,
             _ => {}
         }
     }

@@ -228,10 +228,18 @@ mod tests {
         vec![
             Selected {
                 record: record(0, 0, "ep-a", ErrorReason::RetriesExhausted, 1_000),
-                history: History(vec![Action {
-                    note: Some("looked".into()),
-                    ..Action::new(ActionKind::Note, 5, "ops")
-                }]),
+                history: History(vec![
+                    Action {
+                        note: Some("looked".into()),
+                        ..Action::new(ActionKind::Note, 5, "ops")
+                    },
+                    // From the console: the role is archived too.
+                    Action {
+                        note: Some("OPS-7".into()),
+                        role: Some("operator".into()),
+                        ..Action::new(ActionKind::Note, 6, "alice")
+                    },
+                ]),
             },
             Selected {
                 record: binary,

@@ -66,6 +66,8 @@ pub struct RedriveOptions {
     pub rate_per_s: Option<f64>,
     /// Who redrives (headers and actions).
     pub by: String,
+    /// The role they act in, recorded with the action (the console's; `None` from the CLI).
+    pub role: Option<String>,
 }
 
 /// One record a redrive sent (or, in a dry run, would send).
@@ -298,6 +300,7 @@ mod tests {
             dry_run: false,
             rate_per_s: None,
             by: "alice".into(),
+            role: None,
         }
     }
 

@@ -125,6 +125,7 @@ pub async fn redrive(
         let action = Action {
             target: Some(target.clone()),
             event_id: Some(record.envelope.event_id.clone()),
+            role: options.role.clone(),
             ..Action::new(ActionKind::Redriven, now, &options.by)
         };
         writer

@@ -36,7 +36,7 @@ async fn resolve_hides_records_and_inspect_shows_their_history() {
         only_a.clone(),
         Mark::Resolve,
         Some("x"),
-        "carol",
+        ("carol", None),
         true,
     )
     .await
@@ -53,7 +53,7 @@ async fn resolve_hides_records_and_inspect_shows_their_history() {
         only_a.clone(),
         Mark::Resolve,
         Some("receiver retired"),
-        "carol",
+        ("carol", None),
         false,
     )
     .await
@@ -75,7 +75,7 @@ async fn resolve_hides_records_and_inspect_shows_their_history() {
         only_a.clone(),
         Mark::Resolve,
         Some("again"),
-        "carol",
+        ("carol", None),
         false,
     )
     .await
@@ -87,7 +87,7 @@ async fn resolve_hides_records_and_inspect_shows_their_history() {
         only_a,
         Mark::Note,
         Some("ticket OPS-1"),
-        "dave",
+        ("dave", None),
         false,
     )
     .await
@@ -143,7 +143,7 @@ async fn archives_round_trip_in_both_formats() {
         only_b,
         Mark::Note,
         Some("kept for the audit"),
-        "erin",
+        ("erin", None),
         false,
     )
     .await

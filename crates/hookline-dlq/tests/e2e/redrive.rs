@@ -173,6 +173,7 @@ async fn a_fixed_endpoints_records_are_redriven_once_each_with_their_event_ids()
         dry_run,
         rate_per_s: Some(50.0),
         by: "tester".into(),
+        role: None,
     };
     let ep_fix = || {
         FilterSpec {
@@ -385,6 +386,7 @@ async fn a_record_whose_payload_was_truncated_is_refused_by_every_redrive() {
         dry_run,
         rate_per_s: None,
         by: "tester".into(),
+        role: None,
     };
     let all = || FilterSpec::default().build(now_ms()).expect("valid");
     let events_before = total_records(&d.events);

@@ -353,6 +353,7 @@ async fn run_redrive(args: RedriveArgs, context: &Context) -> anyhow::Result<()>
         dry_run: args.dry_run,
         rate_per_s: args.rate,
         by: operator(args.by),
+        role: None,
     };
     let sources = sources(context)?;
     let bar = std::io::stderr().is_terminal() && !args.dry_run;
@@ -430,7 +431,7 @@ async fn run_mark(args: MarkArgs, mark_kind: Mark, context: &Context) -> anyhow:
         filter,
         mark_kind,
         Some(&args.note),
-        &by,
+        (by.as_str(), None),
         args.dry_run,
     )
     .await?;

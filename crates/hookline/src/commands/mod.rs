@@ -1,5 +1,6 @@
 //! The subcommands, one file each, and the options they share.
 
+mod console;
 mod deadline;
 mod demo;
 mod dispatch;
@@ -57,6 +58,9 @@ enum Command {
     /// The transactional outbox: run its relay, migrate its table, show its state, retry
     /// its failed tasks.
     Outbox(outbox::OutboxArgs),
+    /// Serve the operator console (the DLQ, event history and endpoints on a web page, with
+    /// roles and an audit trail) until SIGTERM or SIGINT; `hash-token` hashes a login token.
+    Console(console::ConsoleArgs),
 }
 
 impl Cli {
@@ -75,6 +79,7 @@ impl Cli {
             Command::Demo(args) => demo::run(args, &context).await,
             Command::Events(args) => events::run(args, &context).await,
             Command::Outbox(args) => outbox::run(args, &context).await,
+            Command::Console(args) => console::run(args, &context).await,
         }
     }
 }
