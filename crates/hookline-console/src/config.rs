@@ -57,6 +57,9 @@ pub struct ConsoleConfig {
     /// With `trusted_header`: each proxy user's role by name; it wins over
     /// `trusted_role_header`. A user in neither is refused.
     pub trusted_roles: BTreeMap<String, Role>,
+    /// What the overview and endpoints pages read (`[console.insight]`): windows, the
+    /// dispatchers' group and `/metrics` URLs.
+    pub insight: crate::insight::InsightConfig,
 }
 
 fn redacted<S: serde::Serializer>(
@@ -84,6 +87,7 @@ impl Default for ConsoleConfig {
             trusted_header: None,
             trusted_role_header: None,
             trusted_roles: BTreeMap::new(),
+            insight: crate::insight::InsightConfig::default(),
         }
     }
 }
@@ -145,6 +149,9 @@ pub struct ConsoleSettings {
     pub users: Vec<User>,
     /// The trusted proxy headers, when enabled.
     pub trusted_header: Option<TrustedHeader>,
+    /// The overview and endpoints pages' settings, checked against the events topic when
+    /// the console starts.
+    pub insight: crate::insight::InsightConfig,
 }
 
 impl ConsoleConfig {
@@ -275,6 +282,7 @@ impl ConsoleConfig {
             confirm_preview: self.confirm_preview,
             users,
             trusted_header,
+            insight: self.insight.clone(),
         })
     }
 }

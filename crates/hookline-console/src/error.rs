@@ -37,6 +37,10 @@ pub enum ConsoleError {
     /// Reading or acting on the DLQ failed.
     #[error(transparent)]
     Dlq(#[from] DlqError),
+    /// The overview and endpoints pages' reader could not be made, or its settings are
+    /// invalid (the error names the `console.insight` field).
+    #[error(transparent)]
+    Insight(#[from] Box<crate::insight::InsightError>),
 }
 
 impl ConsoleError {

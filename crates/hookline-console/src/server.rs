@@ -52,6 +52,7 @@ pub(crate) struct Inner {
     pub key: Key,
     pub context: ConsoleContext,
     pub endpoints: EndpointStore,
+    pub insight: crate::insight::Insight,
 }
 
 impl AppState {
@@ -60,12 +61,28 @@ impl AppState {
         // The key's length (at least 32 bytes) is checked by the settings' validation.
         let key = Key::derive_from(settings.session_key.expose().as_bytes());
         let endpoints = EndpointStore::new(&context.kafka, &context.topics.endpoints)?;
+        let insight_settings = settings
+            .insight
+            .to_settings(&context.topics.events)
+            .map_err(Box::new)?;
+        let insight = crate::insight::Insight::new(
+            &context.kafka,
+            Arc::clone(&context.registry),
+            &context.topics.endpoints,
+            insight_settings,
+        )
+        .map_err(Box::new)?;
         Ok(AppState(Arc::new(Inner {
             settings,
             key,
             context,
             endpoints,
+            insight,
         })))
+    }
+
+    pub(crate) fn insight(&self) -> &crate::insight::Insight {
+        &self.0.insight
     }
 
     pub(crate) fn endpoints(&self) -> &EndpointStore {
@@ -113,6 +130,7 @@ pub fn router(state: AppState) -> Router {
         .route("/dlq/confirm/{action}", get(pages::actions::confirm))
         .route("/dlq/act/{action}", post(pages::actions::act))
         .route("/events", get(pages::event::show))
+        .route("/overview", get(pages::overview::show))
         .route("/endpoints", get(pages::endpoints::list))
         .route("/endpoints/confirm", get(pages::endpoints::confirm))
         .route("/endpoints/act", post(pages::endpoints::act))

@@ -1,8 +1,9 @@
 //! `GET /endpoints?tenant=`: the endpoint table by tenant (URL redacted, enabled or
-//! disabled with why), and the admin's enable and disable, each confirmed
+//! disabled with why), each endpoint's health below it ([`crate::insight`]: success ratio,
+//! latency, last error, circuit), and the admin's enable and disable, each confirmed
 //! (`GET /endpoints/confirm`), then posted (`POST /endpoints/act`, CSRF checked by the
 //! server) through the same library calls as `hookline endpoints enable|disable`. A disable
-//! records who did it in the endpoint's reason (`manual: TEXT (by NAME, ROLE)`); both are
+//! records who did it in the endpoint's reason (`manual by NAME (ROLE): TEXT`); both are
 //! logged with the user and role.
 
 use std::collections::BTreeMap;
@@ -15,6 +16,8 @@ use hookline_core::endpoint::EndpointConfig;
 use hookline_core::url_guard::redact_url;
 use hookline_producer::endpoints::{self, SwitchError};
 use maud::{Markup, html};
+
+use crate::insight::view::endpoints_page;
 
 use super::layout::{Nav, csrf_field, page, respond, time};
 use super::{PageError, Params, error_chain, query, require};
@@ -48,6 +51,18 @@ pub async fn list(
         .filter(|(_, c)| tenant.is_empty() || c.tenant.as_deref().unwrap_or(NO_TENANT) == tenant)
         .collect();
     let admin = session.role.allows(Permission::ManageEndpoints);
+    // Success ratio, latency and last error from the attempt log, circuits from the
+    // dispatchers; the table above stays usable when Kafka's attempt log cannot be read.
+    let health = match state
+        .insight()
+        .endpoints((!tenant.is_empty() && tenant != NO_TENANT).then_some(tenant))
+        .await
+    {
+        Ok(page) => endpoints_page(&page, |_| html! {}),
+        Err(error) => html! {
+            div.notice.error role="status" { p { "Endpoint health could not be read: " (error_chain(&error)) } }
+        },
+    };
     let title = if tenant.is_empty() {
         "Endpoints".to_owned()
     } else {
@@ -71,6 +86,7 @@ pub async fn list(
             }
         }
         (endpoints_table(&shown, admin))
+        (health)
     };
     Ok(respond(
         StatusCode::OK,

@@ -29,6 +29,7 @@ pub enum Nav {
 
 /// The navigation's links, in order.
 pub(crate) const NAV_LINKS: &[(Nav, &str, &str)] = &[
+    (Nav::Overview, "/overview", "Overview"),
     (Nav::Dlq, "/dlq", "DLQ"),
     (Nav::Endpoints, "/endpoints", "Endpoints"),
     (Nav::Events, "/events", "Events"),

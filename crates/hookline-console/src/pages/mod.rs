@@ -7,6 +7,7 @@ pub mod event;
 pub mod layout;
 pub mod listing;
 pub mod login;
+pub mod overview;
 pub mod record;
 pub mod selector;
 
