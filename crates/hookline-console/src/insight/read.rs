@@ -46,13 +46,8 @@ pub async fn attempts_in(
     idle_timeout: Duration,
     mut visit: impl FnMut(AttemptRecord),
 ) -> Result<ReadStats> {
-    let mut stats = ReadStats {
-        topic: topic.to_owned(),
-        topic_exists: true,
-        ..ReadStats::default()
-    };
-    let Some(mut reader) = open(kafka, topic, window, idle_timeout).await? else {
-        stats.topic_exists = false;
+    let (mut stats, reader) = open_counted(kafka, topic, window, idle_timeout).await?;
+    let Some(mut reader) = reader else {
         return Ok(stats);
     };
     let read_error = |source| InsightError::Read {
@@ -110,13 +105,8 @@ pub async fn timestamps_in(
     idle_timeout: Duration,
     mut visit: impl FnMut(i64),
 ) -> Result<ReadStats> {
-    let mut stats = ReadStats {
-        topic: topic.to_owned(),
-        topic_exists: true,
-        ..ReadStats::default()
-    };
-    let Some(mut reader) = open(kafka, topic, window, idle_timeout).await? else {
-        stats.topic_exists = false;
+    let (mut stats, reader) = open_counted(kafka, topic, window, idle_timeout).await?;
+    let Some(mut reader) = reader else {
         return Ok(stats);
     };
     while let Some(message) = reader.next().await.map_err(|source| InsightError::Read {
@@ -136,6 +126,22 @@ pub async fn timestamps_in(
         }
     }
     Ok(stats)
+}
+
+/// [`open`], with the stats of a read of `topic` started (a missing topic: read, empty).
+async fn open_counted(
+    kafka: &KafkaSettings,
+    topic: &str,
+    window: Window,
+    idle_timeout: Duration,
+) -> Result<(ReadStats, Option<TopicReader>)> {
+    let reader = open(kafka, topic, window, idle_timeout).await?;
+    let stats = ReadStats {
+        topic: topic.to_owned(),
+        topic_exists: reader.is_some(),
+        ..ReadStats::default()
+    };
+    Ok((stats, reader))
 }
 
 /// A reader of `topic` from `window`'s start (less the margin); `None` when the topic does
