@@ -1,7 +1,7 @@
 """The operator console in a real headless Chromium (Debian's chromium and chromedriver,
 driven by Selenium): users of each role log in, filter the DLQ, open a record, redrive it
-(the endpoint receives it), resolve another with a note (its history shows it); a viewer
-has no action buttons. The pages are checked at 1280x800 and at 390x844, and with the
+(the endpoint receives it), resolve another with a note (its history shows it), archive
+one to a local directory (`archive_to`); a viewer has no action buttons. The pages are checked at 1280x800 and at 390x844, and with the
 keyboard alone (Tab and Enter). Screenshots of the DLQ list, a record and an event's
 history are written to docs/screenshots/ for the README.
 
@@ -129,9 +129,11 @@ def stack(tmp_path_factory):
                          f'token_hash = "{hashed.stdout.strip()}"\n')
         key_file = tmp / "session.key"
         key_file.write_text(os.urandom(32).hex())
+        archive = tmp / "archive"
         console_config = tmp / "console.toml"
         console_config.write_text(
-            f'[console]\nsession_key = "${{file:{key_file}}}"\npage_size = 20\n\n' + "\n".join(users)
+            f'[console]\nsession_key = "${{file:{key_file}}}"\npage_size = 20\n'
+            f'archive_to = "file://{archive}/"\n\n' + "\n".join(users)
         )
         console_log = tmp / "console.log"
         log_out = open(console_log, "w")
@@ -149,7 +151,7 @@ def stack(tmp_path_factory):
             url = found.group(1) if found else None
         # Keep draining its stderr into the log.
         threading.Thread(target=lambda: shutil.copyfileobj(console.stderr, log_out), daemon=True).start()
-        yield {"url": url, "events": events, "receiver": receiver, "h": h}
+        yield {"url": url, "events": events, "receiver": receiver, "h": h, "archive": archive}
     finally:
         if console is not None:
             console.send_signal(signal.SIGTERM)
@@ -304,10 +306,28 @@ def test_an_operator_filters_redrives_and_resolves_with_the_keyboard(stack, brow
     shot(browser, "event-history.png")
 
 
+def test_an_operator_archives_the_filtered_records_with_the_keyboard(stack, browser):
+    url, h = stack["url"], stack["h"]
+    login(browser, url, "operator")
+    browser.get(f"{url}/dlq?endpoint=ep-broken&status=all")
+    tab_to(browser, "archive-button")
+    press_enter(browser)
+    wait_for("the confirmation", lambda: ids_present(browser, "confirm-summary"))
+    assert "archive 1 record " in browser.find_element(By.ID, "confirm-summary").text
+    tab_to(browser, "confirm-button")
+    press_enter(browser)
+    wait_for("the result", lambda: ids_present(browser, "result-summary"))
+    assert "Archived 1 record " in browser.find_element(By.ID, "result-summary").text
+    objects = sorted(stack["archive"].glob(f"{h.dlq}/[0-9]*/[0-9]*/[0-9]*/*.avro"))
+    assert len(objects) == 1, objects
+    assert str(objects[0]) in browser.find_element(By.ID, "objects").text
+
+
 def test_a_viewer_reads_without_action_buttons_or_payloads(stack, browser):
     url, events = stack["url"], stack["events"]
     login(browser, url, "viewer")
-    assert not ids_present(browser, "actions", "redrive-button", "resolve-button", "note-button")
+    assert not ids_present(browser, "actions", "redrive-button", "resolve-button", "note-button",
+                           "archive-button")
     browser.find_element(By.LINK_TEXT, events["broken"]).find_element(
         By.XPATH, "ancestor::tr").find_element(By.CSS_SELECTOR, "td a").click()
     wait_for("the record page", lambda: "/dlq/records/" in browser.current_url)

@@ -9,6 +9,7 @@ use std::time::Duration;
 use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
 use hookline_core::secret::Secret;
+use hookline_dlq::archive::store::ArchiveUrl;
 use serde::{Deserialize, Serialize};
 
 use crate::auth::Role;
@@ -60,6 +61,13 @@ pub struct ConsoleConfig {
     /// What the overview and endpoints pages read (`[console.insight]`): windows, the
     /// dispatchers' group and `/metrics` URLs.
     pub insight: crate::insight::InsightConfig,
+    /// Where operators archive DLQ records from the DLQ list, as `hookline dlq archive --to`
+    /// takes it: `s3://bucket/prefix/`, `gs://`, `az://` (or `azure://`), or `file:///dir/`.
+    /// Objects land under `<prefix>/<dlq topic>/<yyyy>/<mm>/<dd>/`. How to reach the store
+    /// (an S3-compatible endpoint, a region, credentials) comes from the `[archive]` section
+    /// of the same file, as for the CLI, else the store's usual environment variables. Unset
+    /// (the default): no archive button, and archiving is refused.
+    pub archive_to: Option<String>,
 }
 
 fn redacted<S: serde::Serializer>(
@@ -88,6 +96,7 @@ impl Default for ConsoleConfig {
             trusted_role_header: None,
             trusted_roles: BTreeMap::new(),
             insight: crate::insight::InsightConfig::default(),
+            archive_to: None,
         }
     }
 }
@@ -98,8 +107,8 @@ impl Default for ConsoleConfig {
 pub struct UserConfig {
     /// The name recorded in the audit trail.
     pub name: String,
-    /// What they may do: `viewer` (read), `operator` (also redrive, resolve, annotate) or
-    /// `admin` (also enable and disable endpoints).
+    /// What they may do: `viewer` (read), `operator` (also redrive, resolve, annotate and
+    /// archive) or `admin` (also enable and disable endpoints).
     pub role: Role,
     /// The argon2 hash of their token, a PHC string (`$argon2id$v=19$...`), as printed by
     /// `hookline console hash-token`. The token itself is never stored.
@@ -152,6 +161,8 @@ pub struct ConsoleSettings {
     /// The overview and endpoints pages' settings, checked against the events topic when
     /// the console starts.
     pub insight: crate::insight::InsightConfig,
+    /// Where the DLQ is archived to; `None`: archiving is off.
+    pub archive_to: Option<ArchiveUrl>,
 }
 
 impl ConsoleConfig {
@@ -265,6 +276,19 @@ impl ConsoleConfig {
             }
             None => None,
         };
+        let archive_to = match self.archive_to.as_deref().map(str::trim) {
+            None => None,
+            Some("") => {
+                return Err(ConsoleError::config(
+                    "console.archive_to",
+                    "must not be empty (leave it out to turn archiving off)",
+                ));
+            }
+            Some(text) => Some(
+                ArchiveUrl::parse(text)
+                    .map_err(|e| ConsoleError::config("console.archive_to", e.to_string()))?,
+            ),
+        };
         if users.is_empty() && trusted_header.is_none() {
             return Err(ConsoleError::config(
                 "console.users",
@@ -283,6 +307,7 @@ impl ConsoleConfig {
             users,
             trusted_header,
             insight: self.insight.clone(),
+            archive_to,
         })
     }
 }
@@ -374,6 +399,33 @@ mod tests {
             ..config()
         };
         assert_eq!(field_of(page), "console.page_size");
+        for bad in ["", "http://h/p/", "s3://key:hunter2@b/p/", "s3:///p/"] {
+            let archive = ConsoleConfig {
+                archive_to: Some(bad.into()),
+                ..config()
+            };
+            let error = archive.clone().into_settings().expect_err(bad);
+            assert!(!error.to_string().contains("hunter2"), "{error}");
+            assert_eq!(field_of(archive), "console.archive_to", "{bad}");
+        }
+    }
+
+    #[test]
+    fn archiving_is_off_unless_a_destination_is_given() {
+        assert!(
+            config()
+                .into_settings()
+                .expect("valid")
+                .archive_to
+                .is_none()
+        );
+        let on = ConsoleConfig {
+            archive_to: Some(" s3://dlq-archive/prod/ ".into()),
+            ..config()
+        };
+        let url = on.into_settings().expect("valid").archive_to.expect("on");
+        assert_eq!(url.as_str(), "s3://dlq-archive/prod/");
+        assert_eq!(url.prefix, "prod");
     }
 
     #[test]
@@ -385,7 +437,8 @@ mod tests {
             &path,
             format!(
                 "[kafka]\nbootstrap_servers = \"x:9092\"\n\n[console]\nsession_key = \"{KEY}\"\n\
-                 page_size = 20\ntrusted_header = \"X-Forwarded-User\"\n\n\
+                 page_size = 20\ntrusted_header = \"X-Forwarded-User\"\n\
+                 archive_to = \"file:///var/lib/hookline/archive/\"\n\n\
                  [console.trusted_roles]\nbob = \"admin\"\n\n\
                  [[console.users]]\nname = \"carol\"\nrole = \"viewer\"\ntoken_hash = \"{hash}\"\n"
             ),
@@ -396,6 +449,8 @@ mod tests {
             .into_settings()
             .expect("valid");
         assert_eq!(settings.page_size, 20);
+        let archive_to = settings.archive_to.as_ref().map(ArchiveUrl::as_str);
+        assert_eq!(archive_to, Some("file:///var/lib/hookline/archive/"));
         assert_eq!(settings.users[0].name, "carol");
         let trusted = settings.trusted_header.expect("trusted header");
         assert_eq!(trusted.user_header, "x-forwarded-user");

@@ -37,6 +37,10 @@ pub enum ConsoleError {
     /// Reading or acting on the DLQ failed.
     #[error(transparent)]
     Dlq(#[from] DlqError),
+    /// The archive destination (`console.archive_to`, reached with the `[archive]`
+    /// section's settings) could not be opened.
+    #[error("console.archive_to: the archive destination cannot be opened")]
+    Archive(#[source] hookline_dlq::archive::store::StoreError),
     /// The overview and endpoints pages' reader could not be made, or its settings are
     /// invalid (the error names the `console.insight` field).
     #[error(transparent)]

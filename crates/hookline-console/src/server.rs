@@ -13,6 +13,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum_extra::extract::cookie::{Cookie, Key, SameSite, SignedCookieJar};
+use hookline_dlq::archive::store::{ArchiveStore, StoreSettings};
 use hookline_dlq::filter::now_ms;
 use hookline_kafka::{KafkaSettings, Registry};
 use hookline_producer::{EndpointStore, Topics};
@@ -32,7 +33,8 @@ const MAX_FORM_BYTES: usize = 64 * 1024;
 const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; style-src 'self'; \
      img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
-/// What the console reads and writes: Kafka, the registry, the topic names.
+/// What the console reads and writes: Kafka, the registry, the topic names, the object
+/// store archives go to.
 #[derive(Clone)]
 pub struct ConsoleContext {
     /// How to reach Kafka.
@@ -41,6 +43,9 @@ pub struct ConsoleContext {
     pub registry: Arc<Registry>,
     /// The topic names (the DLQ, its actions, the attempt log, the endpoint table).
     pub topics: Topics,
+    /// How to reach the store of `console.archive_to` (the `[archive]` section, as for
+    /// `hookline dlq archive`); the default when archiving is off.
+    pub archive: StoreSettings,
 }
 
 /// The state every handler shares.
@@ -53,6 +58,7 @@ pub(crate) struct Inner {
     pub context: ConsoleContext,
     pub endpoints: EndpointStore,
     pub insight: crate::insight::Insight,
+    pub archive: Option<ArchiveStore>,
 }
 
 impl AppState {
@@ -72,13 +78,27 @@ impl AppState {
             insight_settings,
         )
         .map_err(Box::new)?;
+        // Made once, at start-up, so that a bad destination stops the console there (a local
+        // directory is made now); nothing is sent to a store until an archive runs.
+        let archive = settings
+            .archive_to
+            .as_ref()
+            .map(|url| ArchiveStore::open(url, &context.archive, true))
+            .transpose()
+            .map_err(ConsoleError::Archive)?;
         Ok(AppState(Arc::new(Inner {
             settings,
             key,
             context,
             endpoints,
             insight,
+            archive,
         })))
+    }
+
+    /// Where the DLQ is archived to, when archiving is on.
+    pub(crate) fn archive(&self) -> Option<&ArchiveStore> {
+        self.0.archive.as_ref()
     }
 
     pub(crate) fn insight(&self) -> &crate::insight::Insight {
@@ -127,6 +147,8 @@ pub fn router(state: AppState) -> Router {
             "/dlq/records/{partition}/{offset}",
             get(pages::record::show),
         )
+        .route("/dlq/confirm/archive", get(pages::archive::confirm))
+        .route("/dlq/act/archive", post(pages::archive::act))
         .route("/dlq/confirm/{action}", get(pages::actions::confirm))
         .route("/dlq/act/{action}", post(pages::actions::act))
         .route("/events", get(pages::event::show))

@@ -15,7 +15,7 @@ pub use session::{Identity, Session};
 pub enum Role {
     /// Reads every page (payloads only when not hidden from viewers).
     Viewer,
-    /// Also redrives, resolves and annotates DLQ records.
+    /// Also redrives, resolves, annotates and archives DLQ records.
     Operator,
     /// Also enables and disables endpoints.
     Admin,
@@ -26,7 +26,7 @@ pub enum Role {
 pub enum Permission {
     /// Read the DLQ, events, endpoints and the overview.
     Read,
-    /// Redrive, resolve and annotate DLQ records.
+    /// Redrive, resolve, annotate and archive DLQ records.
     Act,
     /// Enable and disable endpoints.
     ManageEndpoints,

@@ -260,7 +260,7 @@ fn verb(kind: Kind, done: bool) -> &'static str {
 }
 
 /// Where "back" goes: the record's page for one record, else the list.
-fn back_href(selector: &Selector) -> String {
+pub(super) fn back_href(selector: &Selector) -> String {
     match selector.record.parse::<RecordRef>() {
         Ok(place) => record_href(place),
         Err(_) => format!("/dlq?{}", selector.query()),

@@ -1,5 +1,6 @@
 //! `GET /dlq`: the DLQ list, newest first and paginated, filtered as `hookline dlq inspect`
-//! filters, with counts by reason and by endpoint, and the actions on the selection.
+//! filters, with counts by reason and by endpoint, and the actions on the selection
+//! (archiving it too, when the console has an archive destination).
 
 use std::collections::BTreeMap;
 
@@ -14,7 +15,7 @@ use maud::{Markup, html};
 use super::layout::{Nav, page, respond, status_badge, time};
 use super::listing::{Listing, Pager};
 use super::selector::{Selector, StatusFilter};
-use super::{PageError, Params, actions, query};
+use super::{PageError, Params, actions, archive, query};
 use crate::auth::{Permission, Session};
 use crate::server::AppState;
 
@@ -102,6 +103,9 @@ pub async fn list(
         (pager_links(&selector, pager, summary.total))
         @if can_act && summary.total > 0 {
             (actions::forms(&selector, "the records that match", matches!(selector.status, StatusFilter::Redriven | StatusFilter::Resolved)))
+            @if let Some(store) = state.archive() {
+                (archive::form(&selector, store, "the records that match"))
+            }
         }
     };
     Ok(respond(

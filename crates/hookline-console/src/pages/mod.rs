@@ -1,6 +1,7 @@
 //! The console's pages: server-rendered HTML (maud escapes everything), one module each.
 
 pub mod actions;
+pub mod archive;
 pub mod dlq;
 pub mod endpoints;
 pub mod event;

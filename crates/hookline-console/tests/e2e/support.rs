@@ -15,6 +15,7 @@ use hookline_console::{ConsoleConfig, ConsoleContext, ConsoleSettings, Role, bin
 use hookline_core::WebhookEvent;
 use hookline_core::secret::Secret;
 use hookline_dispatcher::{DispatcherConfig, start};
+use hookline_dlq::archive::store::StoreSettings;
 use hookline_kafka::{KafkaSettings, Registry, TopicSpec, ensure_topics};
 use hookline_producer::Topics;
 use hookline_testkit::{
@@ -79,6 +80,7 @@ impl Console {
             kafka: kafka_settings(),
             registry: Arc::new(Registry::new(&registry_settings()).expect("registry")),
             topics,
+            archive: StoreSettings::default(),
         };
         let listener = bind(&settings.listen).await.expect("bind");
         let url = format!("http://{}", listener.local_addr().expect("address"));

@@ -1,5 +1,6 @@
 //! `hookline console`: serve the operator console (the `[console]` section of the config
-//! file, `HOOKLINE_CONSOLE__*` variables, `--listen`) until SIGTERM or SIGINT; and
+//! file, `HOOKLINE_CONSOLE__*` variables, `--listen`; the `[archive]` section too when
+//! `archive_to` is set) until SIGTERM or SIGINT; and
 //! `hookline console hash-token`: the argon2 hash of a token, for `[[console.users]]`.
 
 use std::io::{IsTerminal, Read};
@@ -9,6 +10,7 @@ use anyhow::{Context as _, bail};
 use clap::Subcommand;
 use hookline_console::auth::token::{check_new_token, generate_token, hash_token};
 use hookline_console::{ConsoleConfig, ConsoleContext, bind, serve};
+use hookline_dlq::archive::store::StoreSettings;
 use tokio_util::sync::CancellationToken;
 
 use super::Context;
@@ -22,6 +24,8 @@ pub struct ConsoleArgs {
     command: Option<ConsoleCommand>,
     /// A TOML config file whose `[console]` section configures the console;
     /// `HOOKLINE_CONSOLE__<KEY>` variables override it (e.g. `HOOKLINE_CONSOLE__PAGE_SIZE=20`).
+    /// With `archive_to`, its `[archive]` section says how to reach the object store, as for
+    /// `hookline dlq archive` (`HOOKLINE_ARCHIVE__<KEY>` variables override it).
     #[arg(long, env = "HOOKLINE_CONFIG")]
     config: Option<PathBuf>,
     /// Where to listen, host:port (default `[console] listen`, else 127.0.0.1:8088).
@@ -57,10 +61,17 @@ pub async fn run(args: ConsoleArgs, context: &Context) -> anyhow::Result<()> {
     let settings = config
         .into_settings()
         .context("invalid console configuration")?;
+    // The `[archive]` section is read only when archiving is on, so that a console without
+    // it does not fail on a section it does not use.
+    let archive = match &settings.archive_to {
+        Some(_) => super::dlq::archive::load_settings(args.config.as_deref())?,
+        None => StoreSettings::default(),
+    };
     let console = ConsoleContext {
         kafka: context.kafka.clone(),
         registry: context.registry()?,
         topics: context.topics.clone(),
+        archive,
     };
     let listener = bind(&settings.listen).await?;
     let addr = listener

@@ -2,7 +2,7 @@
 //! takes the same selection flags; handled (redriven or resolved) records are left out
 //! unless `--all`, and every action is recorded in `<events>.dlq-actions`.
 
-mod archive;
+pub(super) mod archive;
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;

@@ -47,15 +47,25 @@ impl RunName {
 /// The key of the object holding the records of `topic` parked on `day`, written by the
 /// run `run`, under `prefix` (no leading or trailing `/`; empty for a bucket's root).
 pub fn object_key(prefix: &str, topic: &str, day: Option<Date>, run: &RunName) -> String {
+    format!(
+        "{}/{}.{EXTENSION}",
+        day_folder(prefix, topic, day),
+        run.as_str()
+    )
+}
+
+/// The folder (a key prefix, without a trailing `/`) of the objects holding the records of
+/// `topic` parked on `day`, under `prefix`: `<prefix>/<topic>/<yyyy>/<mm>/<dd>`, or
+/// `<prefix>/<topic>/undated`.
+pub fn day_folder(prefix: &str, topic: &str, day: Option<Date>) -> String {
     let folder = match day {
         Some(d) => format!("{:04}/{:02}/{:02}", d.year(), d.month(), d.day()),
         None => UNDATED.to_owned(),
     };
-    let name = format!("{topic}/{folder}/{}.{EXTENSION}", run.as_str());
     if prefix.is_empty() {
-        name
+        format!("{topic}/{folder}")
     } else {
-        format!("{prefix}/{name}")
+        format!("{prefix}/{topic}/{folder}")
     }
 }
 
@@ -113,6 +123,11 @@ mod tests {
             object_key("p", "t.dlq", None, &run()),
             format!("p/t.dlq/undated/{name}")
         );
+        assert_eq!(
+            day_folder("archive/prod", "webhook-events.dlq", day),
+            "archive/prod/webhook-events.dlq/2026/01/09"
+        );
+        assert_eq!(day_folder("", "t.dlq", None), "t.dlq/undated");
     }
 
     #[test]

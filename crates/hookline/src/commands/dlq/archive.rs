@@ -137,8 +137,9 @@ pub(super) async fn open_archive(
 }
 
 /// The `[archive]` section: the file's, then `HOOKLINE_ARCHIVE__*` variables; unknown keys
-/// and wrong types are refused with the key named, and the values are checked.
-pub(super) fn load_settings(file: Option<&Path>) -> anyhow::Result<StoreSettings> {
+/// and wrong types are refused with the key named, and the values are checked. Also read
+/// by `hookline console` for its `archive_to`.
+pub(crate) fn load_settings(file: Option<&Path>) -> anyhow::Result<StoreSettings> {
     let mut figment = Figment::new();
     if let Some(file) = file {
         if !file.exists() {
