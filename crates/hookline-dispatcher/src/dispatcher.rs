@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use hookline_core::envelope::ENVELOPE_VERSION;
 use hookline_core::schema::{DLQ_ENVELOPE_CURRENT, WEBHOOK_EVENT_CURRENT};
+use hookline_kafka::FutureProducer;
 use hookline_kafka::{Registry, STARTUP_PATIENCE, with_patience};
 use rdkafka::admin::{AdminClient, AdminOptions, AlterConfig, ResourceSpecifier};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::Consumer;
-use rdkafka::producer::FutureProducer;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
