@@ -122,12 +122,15 @@ impl FutureProducer {
                 Ok(delivery) => {
                     // A report is always sent while the client lives, and `self` keeps it
                     // alive: a cancelled one cannot happen, but is an error, not a panic.
-                    return delivery.await.unwrap_or_else(|_| {
-                        let none = Timestamp::NotAvailable;
-                        let message =
-                            OwnedMessage::new(None, None, topic.to_owned(), none, -1, -1, None);
-                        Err((KafkaError::Canceled, message))
-                    });
+                    return match delivery.await {
+                        Ok(report) => report,
+                        Err(oneshot::Canceled) => {
+                            let none = Timestamp::NotAvailable;
+                            let message =
+                                OwnedMessage::new(None, None, topic.to_owned(), none, -1, -1, None);
+                            Err((KafkaError::Canceled, message))
+                        }
+                    };
                 }
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back))
                     if may_wait(queue_timeout, started) =>
