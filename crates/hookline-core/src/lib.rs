@@ -11,6 +11,7 @@ pub mod attempt_log;
 pub mod breaker;
 pub mod cancellation;
 pub mod classify;
+pub mod concurrency;
 pub mod decision;
 pub mod endpoint;
 pub mod envelope;

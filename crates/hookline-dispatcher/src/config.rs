@@ -156,7 +156,8 @@ pub struct ConcurrencyConfig {
     pub max_in_flight: usize,
     /// Records taken from Kafka and not finished yet (backpressure on consumption).
     pub max_pending: usize,
-    /// Attempts running at once per endpoint (endpoints may override it).
+    /// Attempts running at once per endpoint (endpoints may override it), at most a quarter
+    /// of `max_in_flight` (one endpoint's share; start-up warns when it is more).
     pub per_endpoint: u32,
     /// Records that may wait for (or run) one endpoint's attempts at once: its share of
     /// `max_pending`, so that a slow endpoint cannot take them all.

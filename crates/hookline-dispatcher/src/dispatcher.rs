@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use hookline_core::envelope::ENVELOPE_VERSION;
 use hookline_core::schema::{DLQ_ENVELOPE_CURRENT, WEBHOOK_EVENT_CURRENT};
+use hookline_kafka::FutureProducer;
 use hookline_kafka::{Registry, STARTUP_PATIENCE, with_patience};
 use rdkafka::admin::{AdminClient, AdminOptions, AlterConfig, ResourceSpecifier};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::Consumer;
-use rdkafka::producer::FutureProducer;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -389,13 +389,21 @@ pub(crate) async fn load_endpoints(
     tracker: &TaskTracker,
     shutdown: &CancellationToken,
 ) -> Result<Arc<EndpointTable>> {
+    let share = hookline_core::concurrency::endpoint_share(settings.max_in_flight);
+    if settings.per_endpoint_concurrency > share {
+        tracing::warn!(
+            per_endpoint = settings.per_endpoint_concurrency,
+            max_in_flight = settings.max_in_flight,
+            effective = share,
+            "concurrency.per_endpoint is above a quarter of concurrency.max_in_flight, one \
+             endpoint's share: each endpoint gets at most the share; raise \
+             concurrency.max_in_flight to give it more"
+        );
+    }
     let endpoints = Arc::new(
         EndpointTable::new(EndpointDefaults {
             max_concurrency: settings.per_endpoint_concurrency,
-            // One endpoint may hold at most a quarter of the global attempts.
-            max_concurrency_share: u32::try_from(settings.max_in_flight / 4)
-                .unwrap_or(u32::MAX)
-                .max(1),
+            max_concurrency_share: share,
             max_cap: settings
                 .tiers
                 .tiers()

@@ -10,13 +10,14 @@ use std::time::Duration;
 
 use apache_avro::types::Value;
 use hookline_kafka::{
-    Compatibility, Error, RawHeader, Registry, RegistrySettings, SchemaRefusal, TopicSpec,
-    ensure_topics, read_headers,
+    Compatibility, Error, FutureProducer, RawHeader, Registry, RegistrySettings, SchemaRefusal,
+    TopicSpec, ensure_topics, read_headers,
 };
 use hookline_testkit::{kafka_settings, registry_settings, unique_name};
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::producer::FutureRecord;
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -92,6 +93,53 @@ async fn produce_and_consume_in_a_group_with_manual_offset_storage() {
         })
         .sum();
     assert_eq!(total, 10, "committed offsets add up to the ten records");
+}
+
+#[tokio::test]
+async fn a_full_producer_queue_gives_the_record_back_then_delivers_once_there_is_room() {
+    let settings = kafka_settings();
+    let topic = unique_name("smoke-full-queue");
+    ensure_topics(&settings, &[TopicSpec::new(&topic, 1, 1)])
+        .await
+        .expect("create topic");
+    let mut config = settings.producer_config();
+    config
+        .set("queue.buffering.max.messages", "1")
+        .set("linger.ms", "200");
+    let producer: FutureProducer = config.create().expect("producer");
+    let first = producer
+        .send_result(FutureRecord::<str, str>::to(&topic).payload("first"))
+        .expect("room for one");
+    let Err((error, back)) = producer.send_result(
+        FutureRecord::<str, str>::to(&topic)
+            .key("k")
+            .payload("second"),
+    ) else {
+        panic!("a second record fits a queue of one");
+    };
+    assert_eq!(
+        error,
+        KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull)
+    );
+    assert_eq!((back.key, back.payload), (Some("k"), Some("second")));
+    let (error, message) = producer
+        .send(back, Duration::ZERO)
+        .await
+        .expect_err("no waiting for room");
+    assert_eq!(
+        error,
+        KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull)
+    );
+    assert_eq!(message.payload(), Some(&b"second"[..]));
+    assert_eq!(message.topic(), topic);
+    // Waiting for room: the first record is written, then the second.
+    let second = FutureRecord::<str, str>::to(&topic).payload("second");
+    let written = producer
+        .send(second, DEADLINE)
+        .await
+        .expect("written once there is room");
+    let first = first.await.expect("a report").expect("written");
+    assert_eq!((first.offset, written.offset), (0, 1));
 }
 
 #[tokio::test]

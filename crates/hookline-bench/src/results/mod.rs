@@ -249,8 +249,8 @@ fn targets(scenarios: &[ScenarioResult], ratios: &Ratios, quick: bool) -> Vec<Ta
     );
     for slow in scenarios.iter().filter(|s| s.scenario.starts_with("slow-")) {
         add(
-            format!("{}: share of in-flight / 100 ms", slow.scenario),
-            slow.notes.get("share_of_limit").copied(),
+            format!("{}: share of in-flight / 100 ms, running", slow.scenario),
+            slow.notes.get("share_of_limit_running").copied(),
             true,
             0.8,
             "",

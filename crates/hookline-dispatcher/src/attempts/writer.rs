@@ -7,8 +7,9 @@ use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use hookline_core::attempt_log::{AttemptRecord, excerpt};
 use hookline_core::schema::WEBHOOK_ATTEMPT_CURRENT;
+use hookline_kafka::FutureProducer;
 use hookline_kafka::Registry;
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::producer::FutureRecord;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -173,7 +174,7 @@ impl Task {
         }
     }
 
-    fn send(&self, record: &AttemptRecord) -> Option<rdkafka::producer::DeliveryFuture> {
+    fn send(&self, record: &AttemptRecord) -> Option<hookline_kafka::DeliveryFuture> {
         let value = match record.to_framed_avro(self.schema_id) {
             Ok(value) => value,
             Err(error) => {

@@ -10,9 +10,10 @@ use std::time::Duration;
 use hookline_core::decision::{self, Decision, Schedule};
 use hookline_core::envelope::{ErrorReason, Fit};
 use hookline_core::headers::{DeliveryMeta, is_delivery_header};
+use hookline_kafka::FutureProducer;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::producer::FutureRecord;
 use tokio_util::sync::CancellationToken;
 
 use super::{Ctx, Delivery, Job, now_ms};

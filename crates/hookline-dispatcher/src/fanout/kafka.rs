@@ -5,10 +5,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use hookline_kafka::{DeliveryFuture, FutureProducer};
 use rdkafka::consumer::{ConsumerContext, StreamConsumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
+use rdkafka::producer::FutureRecord;
 
 use crate::compacted::partitions_of;
 use crate::error::{DispatchError, Result};

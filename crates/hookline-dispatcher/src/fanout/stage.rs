@@ -18,6 +18,7 @@ use hookline_core::WebhookEvent;
 use hookline_core::envelope::ErrorReason;
 use hookline_core::event::confluent_schema_id;
 use hookline_core::headers::{DeliveryMeta, is_delivery_header};
+use hookline_kafka::FutureProducer;
 use hookline_kafka::Registry;
 use rdkafka::client::ClientContext;
 use rdkafka::consumer::{
@@ -25,7 +26,7 @@ use rdkafka::consumer::{
 };
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
-use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+use rdkafka::producer::{FutureRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
 use tokio_util::sync::CancellationToken;
 

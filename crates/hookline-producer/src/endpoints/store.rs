@@ -6,11 +6,12 @@ use std::time::{Duration, Instant};
 
 use hookline_core::endpoint::EndpointConfig;
 use hookline_core::event::MAX_ID_LEN;
+use hookline_kafka::FutureProducer;
 use hookline_kafka::KafkaSettings;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::producer::FutureRecord;
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 

@@ -8,10 +8,11 @@ use futures::{StreamExt, stream};
 use hookline_core::WebhookEvent;
 use hookline_core::schema::WEBHOOK_EVENT_CURRENT;
 use hookline_core::signing::WEBHOOK_ID;
+use hookline_kafka::FutureProducer;
 use hookline_kafka::{KafkaSettings, Registry};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+use rdkafka::producer::{FutureRecord, Producer};
 use tracing::Span;
 
 use super::prepare::prepare;
