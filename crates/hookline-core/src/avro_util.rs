@@ -81,6 +81,27 @@ impl CachedWriter {
             None => encode_into(schema, value, out),
         }
     }
+
+    /// Appends `value` as a bare Avro datum of `schema`, serialised straight into `out`
+    /// (no [`Value`] tree: no field names or strings copied per record). The serialiser
+    /// checks each field against the schema as it writes it.
+    pub(crate) fn encode_ser_into<T: serde::Serialize>(
+        &self,
+        schema: &'static Schema,
+        value: &T,
+        out: &mut Vec<u8>,
+    ) -> Result<(), apache_avro::Error> {
+        let writer = self
+            .0
+            .get_or_init(|| GenericDatumWriter::builder(schema).build().ok());
+        match writer {
+            Some(writer) => writer.write_ser(out, value).map(|_| ()),
+            None => GenericDatumWriter::builder(schema)
+                .build()?
+                .write_ser(out, value)
+                .map(|_| ()),
+        }
+    }
 }
 
 /// Decodes a bare Avro datum written with `writer` into a value resolved into `reader`;

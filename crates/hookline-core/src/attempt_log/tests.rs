@@ -64,6 +64,20 @@ fn records_round_trip_through_the_schema_file() {
 }
 
 #[test]
+fn the_serde_datum_is_the_value_datum() {
+    let schema = crate::schema::webhook_attempt_schema();
+    for kind in AttemptKind::ALL {
+        for record in [full(), minimal()] {
+            let record = AttemptRecord { kind, ..record };
+            let framed = record.to_framed_avro(7).expect("encodes");
+            let by_value = crate::avro_util::encode(schema, record.to_avro_value())
+                .expect("the value encodes");
+            assert_eq!(&framed[CONFLUENT_FRAMING_LEN..], by_value, "{kind:?}");
+        }
+    }
+}
+
+#[test]
 fn every_field_and_kind_is_documented() {
     let Schema::Record(record) = Schema::parse_str(WEBHOOK_ATTEMPT_V2).expect("parses") else {
         panic!("not a record");

@@ -8,13 +8,14 @@ mod nesting;
 mod patience;
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use apache_avro::Schema;
 use apache_avro::types::Value;
 use schema_registry_converter::async_impl::avro::AvroEncoder;
 use schema_registry_converter::async_impl::schema_registry::SrSettings;
+use schema_registry_converter::error::SRCError;
 use schema_registry_converter::schema_registry_common::{
     SchemaType, SubjectNameStrategy, SuppliedSchema,
 };
@@ -79,7 +80,12 @@ pub struct Registry {
     url: String,
     auth: Auth,
     http: reqwest::Client,
-    encoder: AvroEncoder,
+    /// The converter's encoder, built on the first [`Registry::encode_value`]: it has an
+    /// HTTP client of its own, and building one loads the system's CA bundle (a tenth of a
+    /// dispatcher's start-up CPU), while a dispatcher never encodes through it.
+    encoder: OnceLock<std::result::Result<AvroEncoder, SRCError>>,
+    timeout: Duration,
+    ca_certificates: Vec<reqwest::Certificate>,
     writer_schemas: decode::SchemaCache,
 }
 
@@ -103,40 +109,46 @@ impl Registry {
     pub fn new(settings: &RegistrySettings) -> Result<Self> {
         let valid = settings.validated()?;
         let timeout = Duration::from_millis(settings.timeout_ms);
-        let mut sr = SrSettings::new_builder(valid.url.clone());
-        sr.set_timeout(timeout).no_proxy();
-        match &valid.auth {
-            Auth::None => {}
-            Auth::Basic { username, password } => {
-                sr.set_basic_authorization(username, Some(password.expose()));
-            }
-            Auth::Bearer(token) => {
-                sr.set_token_authorization(token.expose());
-            }
-        }
-        // The converter builds its client from ours, so that it trusts the same CA.
-        let client = || {
-            reqwest::Client::builder()
-                .tls_certs_merge(valid.ca_certificates.iter().cloned())
-                .no_proxy()
-                .timeout(timeout)
-        };
-        let sr = sr.build_with(client()).map_err(|source| Error::Avro {
-            context: "building registry settings".into(),
-            source,
-        })?;
-        let http = client().build().map_err(|source| Error::RegistryHttp {
-            url: valid.shown_url.clone(),
-            context: "building the HTTP client".into(),
-            source: source.without_url(),
-        })?;
+        let http = client_builder(&valid.ca_certificates, timeout)
+            .build()
+            .map_err(|source| Error::RegistryHttp {
+                url: valid.shown_url.clone(),
+                context: "building the HTTP client".into(),
+                source: source.without_url(),
+            })?;
         Ok(Registry {
             base_url: valid.url,
             url: valid.shown_url,
             auth: valid.auth,
-            encoder: AvroEncoder::new(sr),
+            encoder: OnceLock::new(),
+            timeout,
+            ca_certificates: valid.ca_certificates,
             writer_schemas: decode::SchemaCache::default(),
             http,
+        })
+    }
+
+    /// The converter's encoder, built once.
+    fn encoder(&self) -> Result<&AvroEncoder> {
+        let built = self.encoder.get_or_init(|| {
+            let mut sr = SrSettings::new_builder(self.base_url.clone());
+            sr.set_timeout(self.timeout).no_proxy();
+            match &self.auth {
+                Auth::None => {}
+                Auth::Basic { username, password } => {
+                    sr.set_basic_authorization(username, Some(password.expose()));
+                }
+                Auth::Bearer(token) => {
+                    sr.set_token_authorization(token.expose());
+                }
+            }
+            // The converter builds its client from ours, so that it trusts the same CA.
+            let client = client_builder(&self.ca_certificates, self.timeout);
+            sr.build_with(client).map(AvroEncoder::new)
+        });
+        built.as_ref().map_err(|source| Error::Avro {
+            context: "building registry settings".into(),
+            source: source.clone(),
         })
     }
 
@@ -261,13 +273,14 @@ impl Registry {
             false,
             SuppliedSchema::new(None, SchemaType::Avro, schema_json.to_owned()),
         );
-        self.encoder
+        let encoder = self.encoder()?;
+        encoder
             .encode_value(value, &strategy)
             .await
             .map_err(|source| {
                 // The converter caches failures; drop them so that a registry that comes back
                 // is asked again on the next try.
-                self.encoder.remove_errors_from_cache();
+                encoder.remove_errors_from_cache();
                 Error::Avro {
                     context: format!("encoding a value of {topic}"),
                     source,
@@ -334,4 +347,16 @@ impl Registry {
             })
         }
     }
+}
+
+/// The registry's HTTP client: trusting the settings' CA files as well as the system's,
+/// no proxy, `timeout` per request.
+fn client_builder(
+    ca_certificates: &[reqwest::Certificate],
+    timeout: Duration,
+) -> reqwest::ClientBuilder {
+    reqwest::Client::builder()
+        .tls_certs_merge(ca_certificates.iter().cloned())
+        .no_proxy()
+        .timeout(timeout)
 }
