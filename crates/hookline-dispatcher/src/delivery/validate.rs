@@ -9,7 +9,6 @@ use hookline_core::envelope::ErrorReason;
 use super::{Ctx, Delivery, Halt};
 use crate::endpoints::Endpoint;
 use crate::envelope::Failure;
-use crate::http::precheck;
 
 /// Where a validated event goes.
 pub(crate) struct Target {
@@ -88,7 +87,7 @@ pub(crate) async fn target(
         let failure = Failure::new(ErrorReason::BlockedUrl, message).at(url);
         return Err(Halt::Reject(failure));
     }
-    if let Err(error) = precheck(url, &ctx.settings.address_policy).await {
+    if let Err(error) = ctx.http.precheck(url).await {
         let failure = Failure::new(ErrorReason::BlockedUrl, error.to_string()).at(url);
         return Err(Halt::Reject(failure));
     }

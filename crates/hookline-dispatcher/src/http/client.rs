@@ -10,7 +10,7 @@ use hookline_core::classify::{AttemptOutcome, parse_retry_after};
 use hookline_core::url_guard::{AddressPolicy, redact_url};
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 
-use super::guard::GuardedResolver;
+use super::guard::{GuardError, GuardedResolver, PrecheckCache};
 use super::request::OutboundRequest;
 use super::tls::EndpointTls;
 
@@ -86,6 +86,8 @@ impl ClientFactory {
 pub struct HttpSender {
     client: reqwest::Client,
     max_response_bytes: usize,
+    /// The pre-check's verdicts, shared by every delivery.
+    prechecks: Arc<PrecheckCache>,
 }
 
 impl HttpSender {
@@ -94,7 +96,14 @@ impl HttpSender {
         Ok(HttpSender {
             client: factory.build(None)?,
             max_response_bytes,
+            prechecks: Arc::new(PrecheckCache::new(Arc::clone(&factory.policy))),
         })
+    }
+
+    /// Whether `url` may be called (the address guard's pre-check), asked at most once per
+    /// [`super::guard::PRECHECK_TTL`] for one URL.
+    pub async fn precheck(&self, url: &str) -> Result<(), GuardError> {
+        self.prechecks.check(url).await
     }
 
     /// Sends `request` with `timeout` for the whole exchange. Once a status has arrived it

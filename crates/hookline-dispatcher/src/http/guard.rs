@@ -3,14 +3,16 @@
 //! rebinding) still cannot be reached; and a pre-check that tells a blocked URL apart from
 //! an unreachable one, so it goes to the DLQ with its own reason.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use hookline_core::url_guard::{AddressPolicy, TargetHost, check_ip, check_port, check_url};
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
 /// Why a URL may not be called.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum GuardError {
     /// The URL is not an http(s) URL hookline may call.
     #[error("invalid URL: {0}")]
@@ -64,7 +66,7 @@ pub const PRECHECK_DNS_TIMEOUT: std::time::Duration = std::time::Duration::from_
 
 /// Checks a URL before an attempt: `Ok` when at least one of its addresses is allowed (or the
 /// name does not resolve right now, which is a retryable connection failure, not a refusal).
-pub async fn precheck(url: &str, policy: &AddressPolicy) -> Result<(), GuardError> {
+async fn precheck(url: &str, policy: &AddressPolicy) -> Result<(), GuardError> {
     let target = check_url(url).map_err(|error| GuardError::InvalidUrl(error.to_string()))?;
     check_port(target.port, policy).map_err(|blocked| GuardError::Blocked {
         host: target.url.host_str().unwrap_or_default().to_owned(),
@@ -98,5 +100,100 @@ pub async fn precheck(url: &str, policy: &AddressPolicy) -> Result<(), GuardErro
             detail,
         }),
         None => Ok(()),
+    }
+}
+
+/// How long a pre-check verdict stands: a host's addresses may change, so a name is
+/// resolved again after this; an address literal gets the same verdict again.
+pub const PRECHECK_TTL: Duration = Duration::from_secs(10);
+
+/// Most URLs whose verdicts are kept; past this many the cache starts over.
+const PRECHECK_CACHE_MAX: usize = 4096;
+
+/// A pre-check's answer and when it was given.
+type Verdict = (Instant, Result<(), GuardError>);
+
+/// Pre-check verdicts by URL for [`PRECHECK_TTL`]: each delivery used to parse its URL and,
+/// for a host name, resolve it on the blocking pool, though every delivery to an endpoint
+/// asks the same question. The connection-time guard ([`GuardedResolver`]) still checks
+/// every address actually connected to.
+#[derive(Debug)]
+pub struct PrecheckCache {
+    policy: Arc<AddressPolicy>,
+    verdicts: Mutex<HashMap<String, Verdict>>,
+}
+
+impl PrecheckCache {
+    /// An empty cache of verdicts under `policy`.
+    pub fn new(policy: Arc<AddressPolicy>) -> Self {
+        PrecheckCache {
+            policy,
+            verdicts: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// [`precheck`] of `url`, or its verdict of less than [`PRECHECK_TTL`] ago.
+    pub async fn check(&self, url: &str) -> Result<(), GuardError> {
+        if let Some(verdict) = self.cached(url, Instant::now()) {
+            return verdict;
+        }
+        let verdict = precheck(url, &self.policy).await;
+        self.keep(url, verdict.clone(), Instant::now());
+        verdict
+    }
+
+    fn cached(&self, url: &str, now: Instant) -> Option<Result<(), GuardError>> {
+        let verdicts = self.verdicts.lock().unwrap_or_else(|p| p.into_inner());
+        let (at, verdict) = verdicts.get(url)?;
+        (now.saturating_duration_since(*at) < PRECHECK_TTL).then(|| verdict.clone())
+    }
+
+    fn keep(&self, url: &str, verdict: Result<(), GuardError>, now: Instant) {
+        let mut verdicts = self.verdicts.lock().unwrap_or_else(|p| p.into_inner());
+        if verdicts.len() >= PRECHECK_CACHE_MAX && !verdicts.contains_key(url) {
+            verdicts.clear();
+        }
+        verdicts.insert(url.to_owned(), (now, verdict));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cache() -> PrecheckCache {
+        // The default policy refuses loopback.
+        PrecheckCache::new(Arc::new(AddressPolicy::default()))
+    }
+
+    #[tokio::test]
+    async fn a_verdict_is_kept_for_its_time_then_asked_again() {
+        let cache = cache();
+        let url = "http://127.0.0.1:8080/hook";
+        let refused = cache.check(url).await;
+        assert!(
+            matches!(refused, Err(GuardError::Blocked { .. })),
+            "{refused:?}"
+        );
+        let now = Instant::now();
+        assert!(matches!(
+            cache.cached(url, now),
+            Some(Err(GuardError::Blocked { .. }))
+        ));
+        assert!(cache.cached(url, now + PRECHECK_TTL).is_none());
+        assert!(cache.cached("http://127.0.0.1:8081/hook", now).is_none());
+    }
+
+    #[tokio::test]
+    async fn the_cache_starts_over_when_full() {
+        let cache = cache();
+        let now = Instant::now();
+        for port in 0..PRECHECK_CACHE_MAX {
+            cache.keep(&format!("http://192.0.2.1:{port}/"), Ok(()), now);
+        }
+        cache.keep("http://192.0.2.2/", Ok(()), now);
+        let kept = cache.verdicts.lock().expect("lock").len();
+        assert_eq!(kept, 1);
+        assert!(cache.cached("http://192.0.2.2/", now).is_some());
     }
 }

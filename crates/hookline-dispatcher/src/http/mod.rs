@@ -10,6 +10,5 @@ mod tls;
 mod leaks;
 
 pub use client::{Attempt, ClientFactory, HttpSender};
-pub use guard::precheck;
 pub use request::{RequestParts, build_request};
 pub use tls::{TlsError, certificates, endpoint_tls};
