@@ -87,7 +87,8 @@ pub(crate) async fn event(ctx: &Ctx, delivery: &Delivery) -> Result<WebhookEvent
     }
     let mut backoff = Duration::from_millis(200);
     let decoded = loop {
-        match ctx.registry.decode(value).await {
+        // Boxed: the registry client's future would make every delivery task larger.
+        match Box::pin(ctx.registry.decode(value)).await {
             Ok(decoded) => break decoded,
             Err(error) if error.is_transient() => {
                 ctx.metrics.registry_wait();

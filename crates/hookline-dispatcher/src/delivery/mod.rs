@@ -194,13 +194,15 @@ pub(crate) async fn run(ctx: &Ctx, delivery: &Delivery) -> Result<Outcome, Aband
         Err(Halt::Reject(failure)) => {
             job.life.step(Step::Reject);
             job.trace.failed("rejected");
-            write::park(ctx, delivery, &job, failure).await
+            Box::pin(write::park(ctx, delivery, &job, failure)).await
         }
         Err(Halt::Park(failure)) => {
             job.trace.failed("parked");
-            write::park(ctx, delivery, &job, failure).await
+            Box::pin(write::park(ctx, delivery, &job, failure)).await
         }
-        Err(Halt::Defer { why, wait }) => write::defer(ctx, delivery, &mut job, why, wait).await,
+        Err(Halt::Defer { why, wait }) => {
+            Box::pin(write::defer(ctx, delivery, &mut job, why, wait)).await
+        }
     };
     // Whatever the end, the PostgreSQL ledger learns it (a lease is never left behind).
     ledger::settle(ctx, &job, result.as_ref().ok()).await;
@@ -217,7 +219,7 @@ async fn stages(ctx: &Ctx, delivery: &Delivery, job: &mut Job<'_>) -> Result<Out
         Intake::Deliver(meta) => job.meta = meta.clone(),
         Intake::Hop(meta, schedule) => {
             job.meta = meta.clone();
-            return write::hop(ctx, delivery, job, schedule.clone())
+            return Box::pin(write::hop(ctx, delivery, job, schedule.clone()))
                 .await
                 .map_err(Halt::from);
         }
@@ -354,7 +356,7 @@ async fn stages(ctx: &Ctx, delivery: &Delivery, job: &mut Job<'_>) -> Result<Out
             Decision::Retry(schedule) => {
                 job.life.step(Step::Fail);
                 let reason = classification.code();
-                return write::retry(ctx, delivery, job, schedule, reason, &attempt)
+                return Box::pin(write::retry(ctx, delivery, job, schedule, reason, &attempt))
                     .await
                     .map_err(Halt::from);
             }

@@ -137,7 +137,8 @@ impl PrecheckCache {
         if let Some(verdict) = self.cached(url, Instant::now()) {
             return verdict;
         }
-        let verdict = precheck(url, &self.policy).await;
+        // Boxed: it is rare, and a resolver's future would make every delivery task larger.
+        let verdict = Box::pin(precheck(url, &self.policy)).await;
         self.keep(url, verdict.clone(), Instant::now());
         verdict
     }
