@@ -33,18 +33,6 @@ pub(crate) fn encode(schema: &Schema, value: Value) -> Result<Vec<u8>, apache_av
         .write_value_to_vec(value)
 }
 
-/// Appends a value as a bare Avro datum of `schema` to `out`, validating it first.
-pub(crate) fn encode_into(
-    schema: &Schema,
-    value: Value,
-    out: &mut Vec<u8>,
-) -> Result<(), apache_avro::Error> {
-    GenericDatumWriter::builder(schema)
-        .build()?
-        .write_value(out, value)
-        .map(|_| ())
-}
-
 /// The datum writer of one static schema, built once: building it resolves the schema's
 /// names, which cost more than encoding a record (it was done per record before).
 pub(crate) struct CachedWriter(OnceLock<Option<GenericDatumWriter<'static>>>);
@@ -65,21 +53,15 @@ impl CachedWriter {
         Ok(out)
     }
 
-    /// [`encode_into`] with the writer built once for `schema` (always the same schema for
-    /// one `CachedWriter`). A writer that cannot be built is built again, for its error.
+    /// Appends `value` as a bare Avro datum of `schema` to `out`, validated first, with the
+    /// writer built once (always the same schema for one `CachedWriter`).
     pub(crate) fn encode_into(
         &self,
         schema: &'static Schema,
         value: Value,
         out: &mut Vec<u8>,
     ) -> Result<(), apache_avro::Error> {
-        let writer = self
-            .0
-            .get_or_init(|| GenericDatumWriter::builder(schema).build().ok());
-        match writer {
-            Some(writer) => writer.write_value(out, value).map(|_| ()),
-            None => encode_into(schema, value, out),
-        }
+        self.with(schema, |writer| writer.write_value(out, value).map(drop))
     }
 
     /// Appends `value` as a bare Avro datum of `schema`, serialised straight into `out`
@@ -91,15 +73,22 @@ impl CachedWriter {
         value: &T,
         out: &mut Vec<u8>,
     ) -> Result<(), apache_avro::Error> {
-        let writer = self
+        self.with(schema, |writer| writer.write_ser(out, value).map(drop))
+    }
+
+    /// Runs `write` with the writer of `schema`, built once. A writer that cannot be built
+    /// is built again, for its error.
+    fn with(
+        &self,
+        schema: &'static Schema,
+        write: impl FnOnce(&GenericDatumWriter<'static>) -> Result<(), apache_avro::Error>,
+    ) -> Result<(), apache_avro::Error> {
+        let cached = self
             .0
             .get_or_init(|| GenericDatumWriter::builder(schema).build().ok());
-        match writer {
-            Some(writer) => writer.write_ser(out, value).map(|_| ()),
-            None => GenericDatumWriter::builder(schema)
-                .build()?
-                .write_ser(out, value)
-                .map(|_| ()),
+        match cached {
+            Some(writer) => write(writer),
+            None => write(&GenericDatumWriter::builder(schema).build()?),
         }
     }
 }
