@@ -224,9 +224,12 @@ async fn wait<T>(
         }
     };
     tokio::pin!(future, moved);
+    // A free place is taken at once, before a timer and two cancellation waiters are
+    // registered for a wait that does not happen (most waits, at a fast endpoint).
     tokio::select! {
-        () = delivery.cancel.cancelled() => return Err(Halt::Abandoned),
+        biased;
         acquired = &mut future => return acquired.map_err(|_| Halt::Abandoned),
+        () = delivery.cancel.cancelled() => return Err(Halt::Abandoned),
         () = expired => {}
         () = &mut moved => return Err(Halt::Defer { why: "held_commit", wait }),
     }
