@@ -7,7 +7,9 @@ use std::process::ExitCode;
 use clap::Parser;
 
 /// mimalloc, not glibc's malloc: a delivery allocates many small, short-lived buffers, and
-/// glibc's malloc and free took a fifth of the dispatcher's CPU (docs/PERFORMANCE.md).
+/// glibc's malloc and free took a fifth of the dispatcher's CPU (docs/PERFORMANCE.md). Built
+/// without transparent huge pages (`no_thp` in the workspace's Cargo.toml): they cost memory
+/// and saved no CPU measurably.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
