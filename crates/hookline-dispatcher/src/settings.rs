@@ -249,11 +249,11 @@ impl DispatcherConfig {
 /// may be fetched past its due time, at the cost of that many idle fetches a second.
 const FETCH_WAIT_MAX_MS: &str = "100";
 
-/// The dispatcher consumer's prefetch unless the user sets it: at most 16 MiB a partition
-/// (librdkafka's default is 64 MiB), fetched again 10 ms after it was full (the default
-/// waits a second).
+/// The dispatcher consumer's prefetch unless the user sets it: at most 4 MiB in its queue,
+/// over all its partitions (librdkafka's default is 64 MiB), fetched again 10 ms after it
+/// was full (the default waits a second).
 const PREFETCH: [(&str, &str); 2] = [
-    ("queued.max.messages.kbytes", "16384"),
+    ("queued.max.messages.kbytes", "4096"),
     ("fetch.queue.backoff.ms", "10"),
 ];
 
@@ -296,10 +296,12 @@ impl Settings {
         if !self.kafka.properties.contains_key("fetch.wait.max.ms") {
             config.set("fetch.wait.max.ms", FETCH_WAIT_MAX_MS);
         }
-        // librdkafka prefetches up to 64 MiB per partition by default, and once that is full
-        // fetches again only a second later. A smaller prefetch, topped up at once, delivers
-        // a backlog faster with less memory (`hookline-bench all --only slow`: slow-2000
-        // 10,600-10,900 deliveries/s and 222-248 MiB, against 8,900-9,800 and 257-264).
+        // librdkafka prefetches up to 64 MiB by default (the consumer's one queue, whatever
+        // the partitions), and once that is full fetches again only a second later. A
+        // smaller prefetch, topped up at once, delivers a backlog as fast with less memory:
+        // 4 MiB is a third of a second of slow-2000's 20,000 records a second (`hookline-bench
+        // all --only slow`: 173 MiB against 196-200 with 16 MiB, and 222-248 with 16 MiB
+        // before mimalloc's huge pages were turned off; 257-264 with librdkafka's defaults).
         for (key, value) in PREFETCH {
             if !self.kafka.properties.contains_key(key) {
                 config.set(key, value);

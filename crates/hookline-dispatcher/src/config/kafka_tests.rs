@@ -76,12 +76,12 @@ fn a_resumed_tier_is_fetched_within_100_ms_unless_the_user_says_otherwise() {
 }
 
 #[test]
-fn the_prefetch_is_16_mib_topped_up_at_once_unless_the_user_says_otherwise() {
+fn the_prefetch_is_4_mib_topped_up_at_once_unless_the_user_says_otherwise() {
     let settings = DispatcherConfig::default()
         .into_settings()
         .expect("defaults");
     let config = settings.consumer_config();
-    assert_eq!(config.get("queued.max.messages.kbytes"), Some("16384"));
+    assert_eq!(config.get("queued.max.messages.kbytes"), Some("4096"));
     assert_eq!(config.get("fetch.queue.backoff.ms"), Some("10"));
     let settings = with("queued.max.messages.kbytes", "65536")
         .into_settings()
