@@ -35,7 +35,7 @@ pub(crate) async fn send(
         },
     );
     let client = extras.and_then(|endpoint| endpoint.client.as_ref());
-    let mut attempt = ctx.http.send(client, &request, endpoint.timeout).await;
+    let mut attempt = ctx.http.send(client, request, endpoint.timeout).await;
     span.finish(&attempt);
     attempt.traceparent = Some(traceparent);
     attempt

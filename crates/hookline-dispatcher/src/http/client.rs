@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use hookline_core::classify::{AttemptOutcome, parse_retry_after};
+use hookline_core::secret::Secret;
 use hookline_core::url_guard::{AddressPolicy, redact_url};
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 
@@ -113,13 +114,24 @@ impl HttpSender {
     pub async fn send(
         &self,
         client: Option<&reqwest::Client>,
-        request: &OutboundRequest,
+        request: OutboundRequest,
         timeout: Duration,
     ) -> Attempt {
         let started = Instant::now();
         let deadline = tokio::time::Instant::now() + timeout;
         let client = client.unwrap_or(&self.client);
-        let answered = tokio::time::timeout_at(deadline, post(client, request)).await;
+        let OutboundRequest {
+            url,
+            headers,
+            body,
+            authorization,
+            ..
+        } = request;
+        let answered = tokio::time::timeout_at(
+            deadline,
+            post(client, &url, headers, body, authorization.as_ref()),
+        )
+        .await;
         let response = match answered {
             Err(_) => {
                 return Attempt {
@@ -139,7 +151,7 @@ impl HttpSender {
                 return Attempt {
                     outcome,
                     took: started.elapsed(),
-                    detail: error_text(error, &request.url),
+                    detail: error_text(error, &url),
                     body: Vec::new(),
                     traceparent: None,
                 };
@@ -192,33 +204,33 @@ impl HttpSender {
     }
 }
 
+/// POSTs `body` to `url`: the body and the header values move into reqwest's request,
+/// uncopied.
 async fn post(
     client: &reqwest::Client,
-    request: &OutboundRequest,
+    url: &str,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+    authorization: Option<&Secret>,
 ) -> Result<reqwest::Response, reqwest::Error> {
-    let mut headers = HeaderMap::with_capacity(request.headers.len() + 1);
-    for (name, value) in &request.headers {
+    let mut map = HeaderMap::with_capacity(headers.len() + 1);
+    for (name, value) in headers {
         // Names and values were validated when the event and endpoint were read; anything
         // still unrepresentable is left out rather than failing the delivery.
         if let (Ok(name), Ok(value)) = (
             HeaderName::try_from(name.as_str()),
-            HeaderValue::try_from(value.as_str()),
+            HeaderValue::try_from(value),
         ) {
-            headers.append(name, value);
+            map.append(name, value);
         }
     }
-    if let Some(authorization) = &request.authorization
+    if let Some(authorization) = authorization
         && let Ok(mut value) = HeaderValue::try_from(authorization.expose())
     {
         value.set_sensitive(true);
-        headers.insert(AUTHORIZATION, value);
+        map.insert(AUTHORIZATION, value);
     }
-    client
-        .post(&request.url)
-        .headers(headers)
-        .body(request.body.clone())
-        .send()
-        .await
+    client.post(url).headers(map).body(body).send().await
 }
 
 /// The first characters of a response body, for error messages.

@@ -40,7 +40,7 @@ async fn a_refused_connection_is_told_without_the_query_string() {
         .port();
     let url = format!("http://127.0.0.1:{port}/hook?token=SECRETVALUE");
     let attempt = sender()
-        .send(None, &request(url), Duration::from_secs(5))
+        .send(None, request(url), Duration::from_secs(5))
         .await;
     assert!(attempt.status().is_none(), "{}", attempt.detail);
     assert!(
@@ -57,7 +57,7 @@ async fn a_refused_address_is_told_without_the_query_string() {
     let sender = sender_with(AddressPolicy::default());
     let url = "http://localhost:9/hook?token=SECRETVALUE".to_owned();
     let attempt = sender
-        .send(None, &request(url), Duration::from_secs(5))
+        .send(None, request(url), Duration::from_secs(5))
         .await;
     assert!(
         !attempt.detail.contains("SECRETVALUE"),
