@@ -9,7 +9,7 @@ use std::time::{Duration, Instant, SystemTime};
 use hookline_core::classify::{AttemptOutcome, parse_retry_after};
 use hookline_core::secret::Secret;
 use hookline_core::url_guard::{AddressPolicy, redact_url};
-use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue, RETRY_AFTER};
 
 use super::guard::{GuardError, GuardedResolver, PrecheckCache};
 use super::request::OutboundRequest;
@@ -204,33 +204,23 @@ impl HttpSender {
     }
 }
 
-/// POSTs `body` to `url`: the body and the header values move into reqwest's request,
-/// uncopied.
+/// POSTs `body` to `url` with `headers`, which move into reqwest's request uncopied.
 async fn post(
     client: &reqwest::Client,
     url: &str,
-    headers: Vec<(String, String)>,
+    mut headers: HeaderMap,
     body: Vec<u8>,
     authorization: Option<&Secret>,
 ) -> Result<reqwest::Response, reqwest::Error> {
-    let mut map = HeaderMap::with_capacity(headers.len() + 1);
-    for (name, value) in headers {
-        // Names and values were validated when the event and endpoint were read; anything
-        // still unrepresentable is left out rather than failing the delivery.
-        if let (Ok(name), Ok(value)) = (
-            HeaderName::try_from(name.as_str()),
-            HeaderValue::try_from(value),
-        ) {
-            map.append(name, value);
-        }
-    }
     if let Some(authorization) = authorization
         && let Ok(mut value) = HeaderValue::try_from(authorization.expose())
     {
         value.set_sensitive(true);
-        map.insert(AUTHORIZATION, value);
+        headers.insert(AUTHORIZATION, value);
     }
-    client.post(url).headers(map).body(body).send().await
+    let mut request = client.post(url).body(body).build()?;
+    *request.headers_mut() = headers;
+    client.execute(request).await
 }
 
 /// The first characters of a response body, for error messages.

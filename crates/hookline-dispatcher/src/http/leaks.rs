@@ -25,7 +25,7 @@ fn request(url: String) -> OutboundRequest {
     OutboundRequest {
         url,
         url_overridden: false,
-        headers: Vec::new(),
+        headers: reqwest::header::HeaderMap::new(),
         body: b"{}".to_vec(),
         authorization: None,
     }

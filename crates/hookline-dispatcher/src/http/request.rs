@@ -8,6 +8,13 @@ use hookline_core::endpoint::ReceiverAuth;
 use hookline_core::secret::Secret;
 use hookline_core::signing::Signer;
 use hookline_core::url_guard::redact_url;
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+
+const WEBHOOK_ID: HeaderName = HeaderName::from_static("webhook-id");
+const WEBHOOK_TIMESTAMP: HeaderName = HeaderName::from_static("webhook-timestamp");
+const WEBHOOK_SIGNATURE: HeaderName = HeaderName::from_static("webhook-signature");
+const WEBHOOK_ATTEMPT: HeaderName = HeaderName::from_static("webhook-attempt");
+const TRACEPARENT: HeaderName = HeaderName::from_static(hookline_core::headers::TRACEPARENT);
 
 /// One HTTP POST, ready to send. Its `Debug` shows header names, not their values (they
 /// hold credentials and signatures), and no query string.
@@ -18,8 +25,8 @@ pub struct OutboundRequest {
     /// Whether `url` is the event's override: nothing of the endpoint's own credentials
     /// may be sent with it.
     pub url_overridden: bool,
-    /// Header names and values, in order.
-    pub headers: Vec<(String, String)>,
+    /// The headers, in order (names lower-case, as HTTP/1 sends them).
+    pub headers: HeaderMap,
     /// The body: the event's payload bytes, unchanged.
     pub body: Vec<u8>,
     /// The `Authorization` value from the endpoint's credential, kept apart from the
@@ -29,7 +36,7 @@ pub struct OutboundRequest {
 
 impl fmt::Debug for OutboundRequest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let names: Vec<&str> = self.headers.iter().map(|(name, _)| name.as_str()).collect();
+        let names: Vec<&str> = self.headers.keys().map(HeaderName::as_str).collect();
         f.debug_struct("OutboundRequest")
             .field("url", &redact_url(&self.url))
             .field("url_overridden", &self.url_overridden)
@@ -62,37 +69,43 @@ pub struct RequestParts<'a> {
     pub credential: Option<&'a ReceiverAuth>,
 }
 
-/// Builds the request for `event`.
+/// Builds the request for `event`. A header whose name or value HTTP cannot carry is left
+/// out rather than failing the delivery (both were validated when the event and the endpoint
+/// were read).
 pub fn build_request(event: &WebhookEvent, parts: RequestParts<'_>) -> OutboundRequest {
     let url = parts.url.to_owned();
-    let mut headers: Vec<(String, String)> = Vec::with_capacity(8 + event.headers.len());
     // The endpoint's headers are its credentials for its own URL, not for one an event chose.
     let endpoint_headers = if parts.url_overridden {
         &[][..]
     } else {
         parts.endpoint_headers
     };
-    for (name, value) in endpoint_headers {
-        headers.push((name.clone(), value.clone()));
+    let mut headers = HeaderMap::with_capacity(8 + endpoint_headers.len() + event.headers.len());
+    let named = endpoint_headers
+        .iter()
+        .map(|(name, value)| (name, value))
+        .chain(&event.headers);
+    for (name, value) in named {
+        if let Ok(name) = HeaderName::try_from(name.as_str()) {
+            append(&mut headers, name, value.clone());
+        }
     }
-    for (name, value) in &event.headers {
-        headers.push((name.clone(), value.clone()));
-    }
-    headers.push(("content-type".to_owned(), event.content_type.clone()));
-    headers.push(("webhook-id".to_owned(), event.event_id.clone()));
-    headers.push((
-        "webhook-timestamp".to_owned(),
+    append(&mut headers, CONTENT_TYPE, event.content_type.clone());
+    append(&mut headers, WEBHOOK_ID, event.event_id.clone());
+    append(
+        &mut headers,
+        WEBHOOK_TIMESTAMP,
         parts.timestamp_s.to_string(),
-    ));
+    );
     if !parts.signer.is_empty() {
         let signature = parts
             .signer
             .sign(&event.event_id, parts.timestamp_s, &event.payload);
-        headers.push(("webhook-signature".to_owned(), signature));
+        append(&mut headers, WEBHOOK_SIGNATURE, signature);
     }
-    headers.push(("webhook-attempt".to_owned(), parts.attempt.to_string()));
+    append(&mut headers, WEBHOOK_ATTEMPT, parts.attempt.to_string());
     if let Some(traceparent) = parts.traceparent {
-        headers.push(("traceparent".to_owned(), traceparent.to_owned()));
+        append(&mut headers, TRACEPARENT, traceparent.to_owned());
     }
     OutboundRequest {
         url,
@@ -104,6 +117,13 @@ pub fn build_request(event: &WebhookEvent, parts: RequestParts<'_>) -> OutboundR
             .credential
             .filter(|_| !parts.url_overridden)
             .map(ReceiverAuth::header_value),
+    }
+}
+
+/// Appends `name: value`, unless HTTP cannot carry the value.
+fn append(headers: &mut HeaderMap, name: HeaderName, value: String) {
+    if let Ok(value) = HeaderValue::try_from(value) {
+        headers.append(name, value);
     }
 }
 
@@ -134,9 +154,8 @@ mod tests {
     fn header<'a>(request: &'a OutboundRequest, name: &str) -> Option<&'a str> {
         request
             .headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
+            .get(name)
+            .and_then(|value| value.to_str().ok())
     }
 
     #[test]
@@ -321,6 +340,6 @@ mod tests {
         );
         let debug = format!("{own:?}");
         assert!(!debug.contains("SECRET"), "{debug}");
-        assert!(debug.contains("X-Api-Key"), "{debug}");
+        assert!(debug.contains("x-api-key"), "{debug}");
     }
 }
