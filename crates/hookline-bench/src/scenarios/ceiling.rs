@@ -33,7 +33,22 @@ pub struct CeilingArgs {
 }
 
 /// Makes the requests, then waits for SIGTERM (so that it is measured like the others).
+/// SIGTERM is listened for from the start: the benchmark sends it once the sink has every
+/// request, which can be before the last response reached this process; a SIGTERM then,
+/// with no listener yet, killed it, and the run failed.
 pub async fn run(args: CeilingArgs) -> anyhow::Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("listening for SIGTERM")?;
+    tokio::select! {
+        posted = post_all(&args) => posted?,
+        _ = term.recv() => return Ok(()),
+    }
+    term.recv().await;
+    Ok(())
+}
+
+/// Makes the `requests`, `concurrency` at a time; fails on the first error or non-2xx.
+async fn post_all(args: &CeilingArgs) -> anyhow::Result<()> {
     let client = reqwest::Client::builder()
         .no_proxy()
         .build()
@@ -57,9 +72,6 @@ pub async fn run(args: CeilingArgs) -> anyhow::Result<()> {
             bail!("HTTP {}", response.status());
         }
     }
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .context("listening for SIGTERM")?;
-    term.recv().await;
     Ok(())
 }
 
