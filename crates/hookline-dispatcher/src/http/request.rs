@@ -6,13 +6,14 @@ use std::fmt;
 use hookline_core::WebhookEvent;
 use hookline_core::endpoint::ReceiverAuth;
 use hookline_core::secret::Secret;
-use hookline_core::signing::Signer;
+use hookline_core::signing::{self, Signer};
 use hookline_core::url_guard::redact_url;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 
-const WEBHOOK_ID: HeaderName = HeaderName::from_static("webhook-id");
-const WEBHOOK_TIMESTAMP: HeaderName = HeaderName::from_static("webhook-timestamp");
-const WEBHOOK_SIGNATURE: HeaderName = HeaderName::from_static("webhook-signature");
+// The Standard Webhooks headers, as names parsed once.
+const WEBHOOK_ID: HeaderName = HeaderName::from_static(signing::WEBHOOK_ID);
+const WEBHOOK_TIMESTAMP: HeaderName = HeaderName::from_static(signing::WEBHOOK_TIMESTAMP);
+const WEBHOOK_SIGNATURE: HeaderName = HeaderName::from_static(signing::WEBHOOK_SIGNATURE);
 const WEBHOOK_ATTEMPT: HeaderName = HeaderName::from_static("webhook-attempt");
 const TRACEPARENT: HeaderName = HeaderName::from_static(hookline_core::headers::TRACEPARENT);
 
@@ -81,11 +82,12 @@ pub fn build_request(event: &WebhookEvent, parts: RequestParts<'_>) -> OutboundR
         parts.endpoint_headers
     };
     let mut headers = HeaderMap::with_capacity(8 + endpoint_headers.len() + event.headers.len());
-    let named = endpoint_headers
+    // The endpoint's pairs as references, like the event's map's.
+    let custom = endpoint_headers
         .iter()
         .map(|(name, value)| (name, value))
         .chain(&event.headers);
-    for (name, value) in named {
+    for (name, value) in custom {
         if let Ok(name) = HeaderName::try_from(name.as_str()) {
             append(&mut headers, name, value.clone());
         }
