@@ -1,20 +1,29 @@
 //! Scenario 6, isolation: one event in ten to an endpoint that never answers (hookline's
 //! timeout `isolation_timeout_ms`), nine in ten spread over fast endpoints; the run ends
 //! when every healthy delivery has arrived. Its figures are the healthy deliveries'.
+//! It runs in every round, after the pipeline it is compared with, so that both are
+//! medians of rounds taken on the same machine at the same time.
 
-use super::ScenarioCtx;
-use crate::contest;
+use super::{Progress, ScenarioCtx};
+use crate::contest::{self, Measured};
 use crate::fixture::{Fixture, RETRY_TIER, event, payload, run_name, run_topics};
+use crate::report::Spread;
 use crate::results::ScenarioResult;
 
 const DEAD: &str = "dead";
 
-/// Runs it once.
-pub async fn run(ctx: &ScenarioCtx<'_>) -> anyhow::Result<ScenarioResult> {
+/// One round: the healthy deliveries' figures, and the requests the dead endpoint got.
+pub struct Round {
+    measured: Measured,
+    dead_requests: u64,
+}
+
+/// Runs round `round`.
+pub async fn measure(ctx: &ScenarioCtx<'_>, round: u32) -> anyhow::Result<Round> {
     let sizes = &ctx.sizes;
     let healthy = sizes.isolation_healthy_endpoints.max(1);
     let events = sizes.events;
-    let name = run_name(&ctx.base, "isolation", 1);
+    let name = run_name(&ctx.base, "isolation", round);
     let mut config =
         ctx.hookline_config("isolation", &run_topics(&name), &[RETRY_TIER.to_owned()])?;
     config.per_endpoint = sizes.concurrency;
@@ -53,16 +62,42 @@ pub async fn run(ctx: &ScenarioCtx<'_>) -> anyhow::Result<ScenarioResult> {
     ctx.cleanup(&fixture.created, &[config.group.clone()]).await;
     let measured = measured?;
     let dead_requests = measured.requests.saturating_sub(healthy_deliveries);
+    Ok(Round {
+        measured,
+        dead_requests,
+    })
+}
+
+/// The scenario's result over its rounds (medians); `None` when it did not run.
+pub fn result(ctx: &ScenarioCtx<'_>, rounds: Vec<Round>) -> Option<ScenarioResult> {
+    let dead_requests = Spread::of(rounds.iter().map(|round| round.dead_requests as f64));
+    let runs: Vec<Measured> = rounds.into_iter().map(|round| round.measured).collect();
+    if runs.is_empty() {
+        return None;
+    }
+    let sizes = &ctx.sizes;
     let mut result = ScenarioResult::of(
         "isolation",
         format!(
-            "{events} events: 10% to a dead endpoint ({} ms timeout), 90% to {healthy} fast ones; healthy figures",
-            sizes.isolation_timeout_ms
+            "{} events: 10% to a dead endpoint ({} ms timeout), 90% to {} fast ones; healthy figures",
+            sizes.events,
+            sizes.isolation_timeout_ms,
+            sizes.isolation_healthy_endpoints.max(1)
         ),
-        vec![measured],
+        runs,
     );
-    result.note("dead_requests", dead_requests as f64);
-    Ok(result)
+    result.note("dead_requests", dead_requests.median);
+    Some(result)
+}
+
+impl Progress for Round {
+    fn progress(&self) -> String {
+        format!(
+            "{} ({} requests to the dead endpoint)",
+            self.measured.progress(),
+            self.dead_requests
+        )
+    }
 }
 
 /// Event `n`'s healthy endpoint, or `None` for the dead one (one in ten).

@@ -1,9 +1,9 @@
 //! `hookline-bench all`: the nine scenarios in one run, each on topics of its own, each
 //! against its baseline measured in the same run; a table, `results.json` and an SVG chart.
 //!
-//! 1 ceiling, 2 forwarder and 3 pipeline alternate over the rounds; the others run once:
-//! 4 many endpoints, 5 slow (per in-flight limit), 6 isolation, 7 retry timing, 8 fan-out,
-//! 9 latency under load.
+//! 1 ceiling, 2 forwarder, 3 pipeline and 6 isolation (which is compared with the
+//! pipeline) alternate over the rounds; the others run once: 4 many endpoints, 5 slow (per
+//! in-flight limit), 7 retry timing, 8 fan-out, 9 latency under load.
 
 mod ceiling;
 mod direct;
@@ -39,7 +39,8 @@ pub struct AllArgs {
     /// figures judge nothing.
     #[arg(long)]
     pub quick: bool,
-    /// Rounds of the ceiling, forwarder and pipeline (default 3, 1 with `--quick`).
+    /// Rounds of the ceiling, forwarder, pipeline and isolation (default 3, 1 with
+    /// `--quick`).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=20))]
     pub rounds: Option<u32>,
     /// Run only these scenarios (comma-separated: ceiling, forwarder, pipeline, many,
@@ -269,6 +270,7 @@ async fn all(ctx: &ScenarioCtx<'_>, only: &[String]) -> anyhow::Result<Vec<Scena
     let mut ceiling: Vec<Measured> = Vec::new();
     let mut forwarder: Vec<Measured> = Vec::new();
     let mut pipeline: Vec<Measured> = Vec::new();
+    let mut isolated = Vec::new();
     for round in 1..=ctx.sizes.rounds {
         if wanted(only, "ceiling") {
             ceiling.push(logged(
@@ -289,6 +291,13 @@ async fn all(ctx: &ScenarioCtx<'_>, only: &[String]) -> anyhow::Result<Vec<Scena
                 "pipeline",
                 round,
                 direct::pipeline(ctx, round).await,
+            )?);
+        }
+        if wanted(only, "isolation") {
+            isolated.push(logged(
+                "isolation",
+                round,
+                isolation::measure(ctx, round).await,
             )?);
         }
     }
@@ -321,9 +330,7 @@ async fn all(ctx: &ScenarioCtx<'_>, only: &[String]) -> anyhow::Result<Vec<Scena
             scenarios.push(logged("slow", limit, slow::run(ctx, limit).await)?);
         }
     }
-    if wanted(only, "isolation") {
-        scenarios.push(logged("isolation", 1, isolation::run(ctx).await)?);
-    }
+    scenarios.extend(isolation::result(ctx, isolated));
     if wanted(only, "retry") {
         scenarios.push(logged("retry", 1, retry_timing::run(ctx).await)?);
     }
