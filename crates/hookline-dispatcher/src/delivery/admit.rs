@@ -21,21 +21,22 @@ use crate::metrics::Metrics;
 use crate::operator::{Operator, hooks};
 
 /// What an admitted attempt holds until its verdict.
-pub(crate) struct Admitted {
+pub(crate) struct Admitted<'a> {
     _slot: Option<OwnedSemaphorePermit>,
     _endpoint_permit: OwnedSemaphorePermit,
     _global_permit: OwnedSemaphorePermit,
-    breaker: Option<BreakerTicket>,
+    breaker: Option<BreakerTicket<'a>>,
 }
 
 /// The breaker's claim on an attempt: its verdict is recorded once; a ticket dropped without
-/// one (a cancelled probe) frees its probe slot.
-struct BreakerTicket {
-    breaker: Arc<Mutex<CircuitBreaker>>,
+/// one (a cancelled probe) frees its probe slot. It borrows what it reports to from the
+/// delivery's context and target, which outlive the attempt: nothing is cloned per attempt.
+struct BreakerTicket<'a> {
+    breaker: &'a Mutex<CircuitBreaker>,
     probe: bool,
-    endpoint: String,
-    metrics: Metrics,
-    operator: Operator,
+    endpoint: &'a str,
+    metrics: &'a Metrics,
+    operator: &'a Operator,
 }
 
 fn lock(breaker: &Mutex<CircuitBreaker>) -> MutexGuard<'_, CircuitBreaker> {
@@ -44,7 +45,7 @@ fn lock(breaker: &Mutex<CircuitBreaker>) -> MutexGuard<'_, CircuitBreaker> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-impl Admitted {
+impl Admitted<'_> {
     /// Tells the breaker how the attempt went ([`Classification::endpoint_alive`]: a
     /// success, a final failure or a 409 shows the endpoint alive).
     pub fn verdict(&mut self, classification: &Classification) {
@@ -53,7 +54,7 @@ impl Admitted {
         };
         let now = Instant::now();
         let changed = {
-            let mut breaker = lock(&ticket.breaker);
+            let mut breaker = lock(ticket.breaker);
             if classification.endpoint_alive() {
                 breaker.record_success(now, ticket.probe)
             } else {
@@ -61,28 +62,28 @@ impl Admitted {
             }
         };
         if let Some(state) = changed {
-            ticket.metrics.breaker_changed(&ticket.endpoint, state);
-            hooks::circuit(&ticket.operator, &ticket.endpoint, state, &ticket.breaker);
+            ticket.metrics.breaker_changed(ticket.endpoint, state);
+            hooks::circuit(ticket.operator, ticket.endpoint, state, ticket.breaker);
         }
         // The verdict is in: nothing to free on drop.
         ticket.probe = false;
     }
 }
 
-impl Drop for BreakerTicket {
+impl Drop for BreakerTicket<'_> {
     fn drop(&mut self) {
         if self.probe {
-            lock(&self.breaker).probe_abandoned();
+            lock(self.breaker).probe_abandoned();
         }
     }
 }
 
 /// Admits one attempt of `target`, or halts: deferred, or abandoned.
-pub(crate) async fn admit(
-    ctx: &Ctx,
+pub(crate) async fn admit<'a>(
+    ctx: &'a Ctx,
     delivery: &Delivery,
-    target: &Target,
-) -> Result<Admitted, Halt> {
+    target: &'a Target,
+) -> Result<Admitted<'a>, Halt> {
     let endpoint = &target.endpoint;
     let strict = endpoint.config.strict_ordering;
     let deadline = (!strict).then(|| Instant::now() + ctx.settings.queue_wait);
@@ -172,7 +173,7 @@ pub(crate) async fn admit(
     })
 }
 
-fn breaker_ticket(ctx: &Ctx, target: &Target) -> Result<BreakerTicket, Halt> {
+fn breaker_ticket<'a>(ctx: &'a Ctx, target: &'a Target) -> Result<BreakerTicket<'a>, Halt> {
     let endpoint = &target.endpoint;
     let (admission, changed) = lock(&endpoint.breaker).admit(Instant::now());
     if let Some(state) = changed {
@@ -189,11 +190,11 @@ fn breaker_ticket(ctx: &Ctx, target: &Target) -> Result<BreakerTicket, Halt> {
         }
     };
     Ok(BreakerTicket {
-        breaker: Arc::clone(&endpoint.breaker),
+        breaker: &endpoint.breaker,
         probe,
-        endpoint: endpoint.id.clone(),
-        metrics: ctx.metrics.clone(),
-        operator: ctx.operator.clone(),
+        endpoint: &endpoint.id,
+        metrics: &ctx.metrics,
+        operator: &ctx.operator,
     })
 }
 

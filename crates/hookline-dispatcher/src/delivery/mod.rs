@@ -233,13 +233,11 @@ async fn stages(ctx: &Ctx, delivery: &Delivery, job: &mut Job<'_>) -> Result<Out
     let event = job.event.insert(decode::event(ctx, delivery).await?);
     span.record("event_id", event.event_id.as_str());
     job.trace
-        .set(KeyValue::new("webhook.event_id", event.event_id.clone()));
+        .set(|| KeyValue::new("webhook.event_id", event.event_id.clone()));
     let target = validate::target(ctx, delivery, event).await?;
     span.record("endpoint", target.endpoint.id.as_str());
-    job.trace.set(KeyValue::new(
-        "webhook.endpoint_id",
-        target.endpoint.id.to_string(),
-    ));
+    job.trace
+        .set(|| KeyValue::new("webhook.endpoint_id", target.endpoint.id.to_string()));
     job.url = Some(target.url.clone());
     job.retry = target.endpoint.retry;
     match ledger::check(ctx, &target, event, &mut job.ledger).await {
@@ -265,7 +263,7 @@ async fn stages(ctx: &Ctx, delivery: &Delivery, job: &mut Job<'_>) -> Result<Out
         }
         span.record("attempt", attempt_no);
         job.trace
-            .set(KeyValue::new("webhook.attempt", i64::from(attempt_no)));
+            .set(|| KeyValue::new("webhook.attempt", i64::from(attempt_no)));
         let now = now_ms();
         let first_attempt_at = job.meta.first_attempt_at_ms.unwrap_or(now);
         let attempt = attempt::send(ctx, &target, event, &job.trace, attempt_no).await;

@@ -71,10 +71,11 @@ impl DeliverySpan {
         }
     }
 
-    /// Records an attribute learnt on the way (`webhook.event_id`, ...).
-    pub(crate) fn set(&self, attribute: KeyValue) {
+    /// Records an attribute learnt on the way (`webhook.event_id`, ...), built only when the
+    /// delivery is traced.
+    pub(crate) fn set(&self, attribute: impl FnOnce() -> KeyValue) {
         if self.tracer.is_some() {
-            self.cx.span().set_attribute(attribute);
+            self.cx.span().set_attribute(attribute());
         }
     }
 
