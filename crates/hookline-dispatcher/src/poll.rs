@@ -159,19 +159,18 @@ pub(crate) async fn run_loop(
 /// A record taken in, ready to run.
 struct Spawn {
     delivery: Delivery,
-    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// The pending place, held (for its drop) until the delivery ends.
+    _permit: Option<tokio::sync::OwnedSemaphorePermit>,
     link: Option<Link>,
 }
 
 impl Spawn {
-    async fn run(self, ctx: Arc<Ctx>, shared: Arc<Shared>, consumer: Arc<DispatchConsumer>) {
-        let Spawn {
-            delivery,
-            permit,
-            link,
-        } = self;
-        let _permit = permit;
-        let _link_done = match link {
+    /// Runs the delivery; its pending place is held until the end. The delivery
+    /// is used where it lies in `self`, not moved out: a moved field keeps its place in the
+    /// task besides its new one, and the task is most of what a waiting record costs.
+    async fn run(mut self, ctx: Arc<Ctx>, shared: Arc<Shared>, consumer: Arc<DispatchConsumer>) {
+        let delivery = &self.delivery;
+        let _link_done = match self.link.take() {
             Some(mut link) => {
                 tokio::select! {
                     () = delivery.cancel.cancelled() => return,
@@ -187,7 +186,7 @@ impl Spawn {
         // wherever it is and its offset stays uncommitted.
         let finished = tokio::select! {
             () = delivery.cancel.cancelled() => false,
-            outcome = delivery::run(&ctx, &delivery) => outcome.is_ok(),
+            outcome = delivery::run(&ctx, delivery) => outcome.is_ok(),
         };
         if finished {
             ctx.metrics
@@ -246,7 +245,7 @@ impl Ready {
                 move_on,
                 endpoint,
             },
-            permit,
+            _permit: permit,
             link,
         }
     }
