@@ -21,8 +21,9 @@ pub(crate) fn before_attempt(
     attempt_no: u32,
     now_ms: i64,
 ) -> Option<Failure> {
-    let not_made = format!("attempt {attempt_no} not made");
-    if let Some(failure) = expired(event, now_ms, &not_made) {
+    // Written only for a failure: this runs twice before every attempt.
+    let not_made = || format!("attempt {attempt_no} not made");
+    if let Some(failure) = expired(event, now_ms, not_made) {
         return Some(failure);
     }
     let held = cancellations.lookup(&event.event_id, Some(endpoint_id))?;
@@ -31,7 +32,7 @@ pub(crate) fn before_attempt(
     } else {
         format!("its delivery to {endpoint_id} was cancelled")
     };
-    Some(cancelled(&held, &scope, &not_made))
+    Some(cancelled(&held, &scope, &not_made()))
 }
 
 /// Why the tenant event `event` must not be fanned out at `now_ms`: its deadline has
@@ -43,16 +44,20 @@ pub(crate) fn before_fanout(
     now_ms: i64,
 ) -> Option<Failure> {
     let not_made = "not fanned out";
-    if let Some(failure) = expired(event, now_ms, not_made) {
+    if let Some(failure) = expired(event, now_ms, || not_made.to_owned()) {
         return Some(failure);
     }
     let held = cancellations.lookup(&event.event_id, None)?;
     Some(cancelled(&held, "the event was cancelled", not_made))
 }
 
-fn expired(event: &WebhookEvent, now_ms: i64, not_made: &str) -> Option<Failure> {
+fn expired(
+    event: &WebhookEvent,
+    now_ms: i64,
+    not_made: impl FnOnce() -> String,
+) -> Option<Failure> {
     let deadline = event.expires_at_ms.filter(|_| event.expired_at(now_ms))?;
-    let message = format!("expires_at {} passed; {not_made}", time(deadline));
+    let message = format!("expires_at {} passed; {}", time(deadline), not_made());
     Some(Failure::new(ErrorReason::Expired, message))
 }
 
