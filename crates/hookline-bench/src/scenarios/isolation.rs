@@ -4,7 +4,7 @@
 //! It runs in every round, after the pipeline it is compared with, so that both are
 //! medians of rounds taken on the same machine at the same time.
 
-use super::{Progress, ScenarioCtx};
+use super::{Progress, ScenarioCtx, Sizes};
 use crate::contest::{self, Measured};
 use crate::fixture::{Fixture, RETRY_TIER, event, payload, run_name, run_topics};
 use crate::report::Spread;
@@ -69,13 +69,12 @@ pub async fn measure(ctx: &ScenarioCtx<'_>, round: u32) -> anyhow::Result<Round>
 }
 
 /// The scenario's result over its rounds (medians); `None` when it did not run.
-pub fn result(ctx: &ScenarioCtx<'_>, rounds: Vec<Round>) -> Option<ScenarioResult> {
+pub fn result(sizes: &Sizes, rounds: Vec<Round>) -> Option<ScenarioResult> {
     let dead_requests = Spread::of(rounds.iter().map(|round| round.dead_requests as f64));
     let runs: Vec<Measured> = rounds.into_iter().map(|round| round.measured).collect();
     if runs.is_empty() {
         return None;
     }
-    let sizes = &ctx.sizes;
     let mut result = ScenarioResult::of(
         "isolation",
         format!(
@@ -117,5 +116,25 @@ mod tests {
         used.sort_unstable();
         used.dedup();
         assert_eq!(used, (0..9).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn its_result_is_the_median_of_its_rounds() {
+        let sizes = Sizes::new(false, None);
+        let round = |deliveries_per_s: f64, dead_requests| {
+            let mut measured = crate::results::tests::measured(18_000, 2.0, 1.0, 60.0, 1_000.0);
+            measured.deliveries_per_s = deliveries_per_s;
+            Round {
+                measured,
+                dead_requests,
+            }
+        };
+        let rounds = vec![round(6_000.0, 34), round(9_000.0, 35), round(9_500.0, 36)];
+        let result = result(&sizes, rounds).expect("three rounds");
+        assert_eq!(result.scenario, "isolation");
+        assert_eq!(result.runs.len(), 3);
+        assert_eq!(result.deliveries_per_s, 9_000.0);
+        assert_eq!(result.notes.get("dead_requests"), Some(&35.0));
+        assert!(super::result(&sizes, Vec::new()).is_none());
     }
 }

@@ -330,7 +330,7 @@ async fn all(ctx: &ScenarioCtx<'_>, only: &[String]) -> anyhow::Result<Vec<Scena
             scenarios.push(logged("slow", limit, slow::run(ctx, limit).await)?);
         }
     }
-    scenarios.extend(isolation::result(ctx, isolated));
+    scenarios.extend(isolation::result(&ctx.sizes, isolated));
     if wanted(only, "retry") {
         scenarios.push(logged("retry", 1, retry_timing::run(ctx).await)?);
     }
