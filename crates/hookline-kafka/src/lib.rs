@@ -11,7 +11,7 @@ mod settings;
 pub use admin::{TopicSpec, ensure_topics};
 pub use error::{Error, Result};
 pub use headers::{NativeHeaders, RawHeader, read_header_list, read_headers};
-pub use producer::{DeliveryFuture, FutureContext, FutureProducer};
+pub use producer::{DeliveryFuture, FutureContext, FutureProducer, PolledProducer};
 pub use registry::{
     Compatibility, MAX_SCHEMA_DEPTH, Registry, RegistrySettings, RegistrySettingsError,
     STARTUP_PATIENCE, SchemaRefusal, check_writer_schema, with_patience,

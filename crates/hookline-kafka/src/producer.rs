@@ -1,6 +1,8 @@
 //! The producer every hookline component writes with: rdkafka's `FutureProducer` API (a
 //! future per record) over a `BaseProducer` whose delivery reports are served by a thread of
-//! our own that blocks for a second at a time.
+//! our own that blocks for a second at a time. A writer that waits on no record (the attempt
+//! log) takes the same producer with a context of its own ([`PolledProducer::with_context`]),
+//! which sees each report on that thread: no future, no wake-up per record.
 //!
 //! Why not `FutureProducer` itself: its thread polls in 100 ms slices, and rdkafka 0.39's
 //! poll loop hands librdkafka the time left truncated to whole milliseconds, then polls
@@ -58,19 +60,36 @@ impl ProducerContext for FutureContext {
 /// A record's delivery report: `Err(Canceled)` when the producer went away first.
 pub type DeliveryFuture = oneshot::Receiver<OwnedDeliveryResult>;
 
-/// A Kafka producer with a future per record. Cheap to clone; the last clone dropped stops
-/// its polling thread, which then closes the client (purging what was not sent).
-#[derive(Clone)]
-pub struct FutureProducer {
-    inner: Arc<Inner>,
+/// A Kafka producer whose delivery reports a thread of its own serves, each to `C`. Cheap to
+/// clone; the last clone dropped stops its polling thread, which then closes the client
+/// (purging what was not sent).
+pub struct PolledProducer<C: ProducerContext + 'static> {
+    inner: Arc<Inner<C>>,
 }
 
-struct Inner {
-    base: Arc<BaseProducer<FutureContext>>,
+impl<C: ProducerContext + 'static> Clone for PolledProducer<C> {
+    fn clone(&self) -> Self {
+        PolledProducer {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+/// A record the producer did not take, with why.
+pub type Refused<'a, K, P, C> = (
+    KafkaError,
+    BaseRecord<'a, K, P, <C as ProducerContext>::DeliveryOpaque>,
+);
+
+/// A Kafka producer with a future per record.
+pub type FutureProducer = PolledProducer<FutureContext>;
+
+struct Inner<C: ProducerContext + 'static> {
+    base: Arc<BaseProducer<C>>,
     stop: Arc<AtomicBool>,
 }
 
-impl Drop for Inner {
+impl<C: ProducerContext + 'static> Drop for Inner<C> {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
     }
@@ -78,10 +97,14 @@ impl Drop for Inner {
 
 impl FromClientConfig for FutureProducer {
     fn from_config(config: &ClientConfig) -> KafkaResult<Self> {
-        let base = Arc::new(BaseProducer::from_config_and_context(
-            config,
-            FutureContext,
-        )?);
+        PolledProducer::with_context(config, FutureContext)
+    }
+}
+
+impl<C: ProducerContext + 'static> PolledProducer<C> {
+    /// A producer from `config` whose delivery reports go to `context`.
+    pub fn with_context(config: &ClientConfig, context: C) -> KafkaResult<Self> {
+        let base = Arc::new(BaseProducer::from_config_and_context(config, context)?);
         let stop = Arc::new(AtomicBool::new(false));
         let (polled, stopped) = (Arc::clone(&base), Arc::clone(&stop));
         std::thread::Builder::new()
@@ -95,9 +118,23 @@ impl FromClientConfig for FutureProducer {
                 tracing::error!(%error, "starting a producer's polling thread");
                 KafkaError::ClientCreation(format!("starting the polling thread: {error}"))
             })?;
-        Ok(FutureProducer {
+        Ok(PolledProducer {
             inner: Arc::new(Inner { base, stop }),
         })
+    }
+
+    /// Hands `record` to the producer, or gives it back with the error (a full queue among
+    /// them) at once; its delivery report goes to the context with `record.delivery_opaque`.
+    #[allow(clippy::result_large_err)]
+    pub fn send_base<'a, K, P>(
+        &self,
+        record: BaseRecord<'a, K, P, C::DeliveryOpaque>,
+    ) -> Result<(), Refused<'a, K, P, C>>
+    where
+        K: ToBytes + ?Sized,
+        P: ToBytes + ?Sized,
+    {
+        self.inner.base.send(record)
     }
 }
 
@@ -164,21 +201,17 @@ impl FutureProducer {
             headers: record.headers,
             delivery_opaque: Box::new(tx),
         };
-        self.inner
-            .base
-            .send(base)
-            .map(|()| rx)
-            .map_err(|(error, back)| {
-                let record = FutureRecord {
-                    topic: back.topic,
-                    partition: back.partition,
-                    payload: back.payload,
-                    key: back.key,
-                    timestamp: back.timestamp,
-                    headers: back.headers,
-                };
-                (error, record)
-            })
+        self.send_base(base).map(|()| rx).map_err(|(error, back)| {
+            let record = FutureRecord {
+                topic: back.topic,
+                partition: back.partition,
+                payload: back.payload,
+                key: back.key,
+                timestamp: back.timestamp,
+                headers: back.headers,
+            };
+            (error, record)
+        })
     }
 }
 
@@ -208,8 +241,8 @@ where
     )
 }
 
-impl Producer<FutureContext> for FutureProducer {
-    fn client(&self) -> &Client<FutureContext> {
+impl<C: ProducerContext + 'static> Producer<C> for PolledProducer<C> {
+    fn client(&self) -> &Client<C> {
         self.inner.base.client()
     }
 

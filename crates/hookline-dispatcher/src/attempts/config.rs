@@ -12,8 +12,9 @@ pub struct AttemptsConfig {
     pub enabled: bool,
     /// Its topic; default `<topics.events>.attempts`.
     pub topic: Option<String>,
-    /// Records held between delivery and the writer; one more is dropped (and counted in
-    /// `webhook_attempt_log_dropped_total`), never waited for. Default 10000.
+    /// Records held by the log's producer until the broker acknowledges them; one more is
+    /// dropped (and counted in `webhook_attempt_log_dropped_total`), never waited for.
+    /// Default 10000.
     pub buffer: usize,
     /// Most bytes of a response body kept in a record (URL query strings redacted).
     /// Default 1024.
@@ -42,7 +43,7 @@ pub struct AttemptsSettings {
     pub enabled: bool,
     /// Its topic.
     pub topic: String,
-    /// The buffer's capacity.
+    /// The producer's queue, in records.
     pub buffer: usize,
     /// The excerpt bound.
     pub max_body_excerpt_bytes: usize,

@@ -1,6 +1,6 @@
 //! The attempt log: every attempt, retry, deferral, park and fan-out as one registry-framed
-//! Avro record on `<events>.attempts`, keyed by event id, written by a task of its own
-//! behind a bounded buffer, so that delivery never waits for it (a full buffer drops the
+//! Avro record on `<events>.attempts`, keyed by event id, handed to a producer of its own
+//! whose queue is bounded, so that delivery never waits for it (a full queue drops the
 //! record and counts it).
 
 mod config;

@@ -1,15 +1,19 @@
-//! The attempt log's handle (what delivery calls, never waiting) and its writer task.
+//! The attempt log's handle (what delivery calls, never waiting) and the task that flushes
+//! it at shutdown. A record is encoded and handed to the log's producer where it is made;
+//! the broker's acknowledgement is counted on the producer's polling thread
+//! ([`LogContext`]): no future, channel or wake-up per record.
 
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
-use futures::stream::FuturesUnordered;
 use hookline_core::attempt_log::{AttemptRecord, excerpt};
 use hookline_core::schema::WEBHOOK_ATTEMPT_CURRENT;
-use hookline_kafka::FutureProducer;
-use hookline_kafka::Registry;
-use rdkafka::producer::FutureRecord;
+use hookline_kafka::{PolledProducer, Registry};
+use rdkafka::ClientContext;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::DeliveryResult;
+use rdkafka::producer::{BaseRecord, Producer, ProducerContext};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -18,26 +22,64 @@ use super::metrics::{AttemptLogMetrics, Dropped};
 use crate::error::{DispatchError, Result};
 use crate::settings::Settings;
 
-/// Most records sent and not yet acknowledged at once.
-const MAX_IN_FLIGHT: usize = 10_000;
-/// How long the writer goes on after shutdown for the last records.
+/// How long the log waits after shutdown for the last records' acknowledgements.
 const FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Counts each record's acknowledgement, or its failure.
+struct LogContext {
+    metrics: AttemptLogMetrics,
+    topic: Arc<str>,
+}
+
+impl ClientContext for LogContext {}
+
+impl ProducerContext for LogContext {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, result: &DeliveryResult<'_>, (): ()) {
+        match result {
+            Ok(_) => self.metrics.written(),
+            Err((error, _)) => {
+                tracing::debug!(%error, topic = %self.topic, "an attempt-log record was not written");
+                self.metrics.dropped(Dropped::WriteFailed);
+            }
+        }
+    }
+}
+
+/// Where an enabled log writes.
+#[derive(Clone)]
+struct Sink {
+    producer: PolledProducer<LogContext>,
+    topic: Arc<str>,
+    schema_id: u32,
+    /// Closed once every handle is gone: the flush task's signal.
+    _alive: mpsc::Sender<Infallible>,
+}
 
 /// What delivery hands attempt records to. Cloning is cheap; a disabled log drops nothing
 /// and counts nothing.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub(crate) struct AttemptLog {
-    tx: Option<mpsc::Sender<AttemptRecord>>,
+    sink: Option<Sink>,
     metrics: AttemptLogMetrics,
     dispatcher_id: Arc<str>,
     max_excerpt: usize,
+}
+
+impl std::fmt::Debug for AttemptLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AttemptLog")
+            .field("topic", &self.sink.as_ref().map(|sink| &sink.topic))
+            .finish_non_exhaustive()
+    }
 }
 
 impl AttemptLog {
     /// A log that writes nothing.
     pub(crate) fn disabled(dispatcher_id: &str) -> Self {
         AttemptLog {
-            tx: None,
+            sink: None,
             metrics: AttemptLogMetrics::default(),
             dispatcher_id: dispatcher_id.into(),
             max_excerpt: 0,
@@ -46,7 +88,7 @@ impl AttemptLog {
 
     /// Whether records are written at all (to skip building them).
     pub(crate) fn enabled(&self) -> bool {
-        self.tx.is_some()
+        self.sink.is_some()
     }
 
     /// The dispatcher id records carry.
@@ -59,12 +101,29 @@ impl AttemptLog {
         excerpt(body, self.max_excerpt)
     }
 
-    /// Hands `record` to the writer, or drops and counts it when the buffer is full. Never
-    /// waits.
+    /// Encodes `record` and hands it to the producer, or drops and counts it when the
+    /// producer's queue (`attempts.buffer` records) is full. Never waits.
     pub(crate) fn push(&self, record: AttemptRecord) {
-        let Some(tx) = &self.tx else { return };
-        if tx.try_send(record).is_err() {
-            self.metrics.dropped(Dropped::BufferFull);
+        let Some(sink) = &self.sink else { return };
+        let value = match record.to_framed_avro(sink.schema_id) {
+            Ok(value) => value,
+            Err(error) => {
+                tracing::error!(%error, "an attempt-log record cannot be encoded");
+                self.metrics.dropped(Dropped::Encoding);
+                return;
+            }
+        };
+        let kafka_record: BaseRecord<'_, [u8], [u8], ()> =
+            BaseRecord::with_opaque_to(&sink.topic, ())
+                .key(record.event_id.as_bytes())
+                .payload(&value);
+        if let Err((error, _)) = sink.producer.send_base(kafka_record) {
+            let why = match error {
+                KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull) => Dropped::BufferFull,
+                _ => Dropped::WriteFailed,
+            };
+            tracing::debug!(%error, "the attempt-log producer refused a record");
+            self.metrics.dropped(why);
         }
     }
 }
@@ -85,8 +144,8 @@ pub(crate) async fn register_attempt_schema(
     Ok(id)
 }
 
-/// Starts the writer task (on `tracker`) and returns the handle delivery writes to; a
-/// disabled log starts nothing.
+/// Starts the log's producer and the task that flushes it at shutdown (on `tracker`), and
+/// returns the handle delivery writes to; a disabled log starts nothing.
 pub(crate) fn start(
     settings: &Settings,
     schema_id: u32,
@@ -100,116 +159,60 @@ pub(crate) fn start(
     }
     let mut config = settings.kafka.producer_config();
     // Records of one event share a partition that a reader can compute (murmur2, as the
-    // Java client); the log is best effort, so no idempotence to wait on.
+    // Java client); the log is best effort, so no idempotence to wait on. The producer's
+    // queue is the log's buffer.
     config
         .set("partitioner", "murmur2_random")
         .set("enable.idempotence", "false")
         .set("acks", "1")
         .set("linger.ms", "20")
         .set("queue.buffering.max.messages", attempts.buffer.to_string());
-    let producer: FutureProducer = config
-        .create()
-        .map_err(|source| DispatchError::kafka("creating the attempt-log producer", source))?;
-    let (tx, rx) = mpsc::channel(attempts.buffer);
-    let task = Task {
-        producer,
-        topic: attempts.topic.clone(),
-        schema_id,
+    let topic: Arc<str> = attempts.topic.as_str().into();
+    let context = LogContext {
         metrics: metrics.clone(),
+        topic: Arc::clone(&topic),
     };
-    tracker.spawn(task.run(rx, shutdown.clone(), settings.shutdown_grace));
+    let producer = PolledProducer::with_context(&config, context)
+        .map_err(|source| DispatchError::kafka("creating the attempt-log producer", source))?;
+    let (alive, gone) = mpsc::channel(1);
+    tracker.spawn(flush_at_shutdown(
+        producer.clone(),
+        gone,
+        shutdown.clone(),
+        settings.shutdown_grace,
+    ));
     Ok(AttemptLog {
-        tx: Some(tx),
+        sink: Some(Sink {
+            producer,
+            topic,
+            schema_id,
+            _alive: alive,
+        }),
         metrics: metrics.clone(),
         dispatcher_id: settings.dispatcher_id.as_str().into(),
         max_excerpt: attempts.max_body_excerpt_bytes,
     })
 }
 
-struct Task {
-    producer: FutureProducer,
-    topic: String,
-    schema_id: u32,
-    metrics: AttemptLogMetrics,
-}
-
-impl Task {
-    /// Writes what arrives until every handle is gone, or until shutdown plus `grace` (the
-    /// deliveries that drain after shutdown still log), then waits a little for the last
-    /// acknowledgements.
-    async fn run(
-        self,
-        mut rx: mpsc::Receiver<AttemptRecord>,
-        shutdown: CancellationToken,
-        grace: Duration,
-    ) {
-        let mut in_flight = FuturesUnordered::new();
-        let stop = async {
-            shutdown.cancelled().await;
-            tokio::time::sleep(grace).await;
-        };
-        tokio::pin!(stop);
-        loop {
-            tokio::select! {
-                Some(done) = in_flight.next(), if !in_flight.is_empty() => self.count(done),
-                record = rx.recv(), if in_flight.len() < MAX_IN_FLIGHT => match record {
-                    Some(record) => {
-                        if let Some(future) = self.send(&record) {
-                            in_flight.push(future);
-                        }
-                    }
-                    None => break,
-                },
-                () = &mut stop => break,
-            }
-        }
-        let flushed = tokio::time::timeout(FLUSH_TIMEOUT, async {
-            while let Some(done) = in_flight.next().await {
-                self.count(done);
-            }
-        })
-        .await;
-        if flushed.is_err() {
-            tracing::warn!("attempt-log records still unacknowledged at shutdown");
-        }
+/// Once every handle is gone, or shutdown plus `grace` has passed (the deliveries that
+/// drain after shutdown still log), waits a little for the last acknowledgements: the
+/// producer, once dropped, purges what it still holds.
+async fn flush_at_shutdown(
+    producer: PolledProducer<LogContext>,
+    mut gone: mpsc::Receiver<Infallible>,
+    shutdown: CancellationToken,
+    grace: Duration,
+) {
+    let stop = async {
+        shutdown.cancelled().await;
+        tokio::time::sleep(grace).await;
+    };
+    tokio::select! {
+        None = gone.recv() => {}
+        () = stop => {}
     }
-
-    fn send(&self, record: &AttemptRecord) -> Option<hookline_kafka::DeliveryFuture> {
-        let value = match record.to_framed_avro(self.schema_id) {
-            Ok(value) => value,
-            Err(error) => {
-                tracing::error!(%error, "an attempt-log record cannot be encoded");
-                self.metrics.dropped(Dropped::Encoding);
-                return None;
-            }
-        };
-        let kafka_record: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(&self.topic)
-            .key(record.event_id.as_bytes())
-            .payload(&value);
-        match self.producer.send_result(kafka_record) {
-            Ok(future) => Some(future),
-            Err((error, _)) => {
-                tracing::debug!(%error, "the attempt-log producer refused a record");
-                self.metrics.dropped(Dropped::BufferFull);
-                None
-            }
-        }
-    }
-
-    fn count(
-        &self,
-        done: Result<
-            rdkafka::producer::future_producer::OwnedDeliveryResult,
-            futures::channel::oneshot::Canceled,
-        >,
-    ) {
-        match done {
-            Ok(Ok(_)) => self.metrics.written(),
-            Ok(Err((error, _))) => {
-                tracing::debug!(%error, topic = self.topic, "an attempt-log record was not written");
-                self.metrics.dropped(Dropped::WriteFailed);
-            }
-            Err(_) => self.metrics.dropped(Dropped::WriteFailed),
-        }
+    let flushed = tokio::task::spawn_blocking(move || producer.flush(FLUSH_TIMEOUT)).await;
+    if !matches!(flushed, Ok(Ok(()))) {
+        tracing::warn!("attempt-log records still unacknowledged at shutdown");
     }
 }

@@ -87,6 +87,39 @@ async fn a_failed_then_delivered_event_logs_its_attempts_and_retry_in_one_partit
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_last_attempts_reach_the_log_when_the_dispatcher_stops_right_after_them() {
+    let mut h = Harness::new("attempts-stop").await;
+    let url = h.receiver.script("ok", |_| Reply::Status(200));
+    h.put_endpoint("ep-ok", serde_json::json!({ "url": url }))
+        .await;
+    h.start(h.config()).await;
+    let count = 20;
+    for n in 0..count {
+        h.publish_json_traced(
+            &event("ep-ok", n),
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        )
+        .await;
+    }
+    wait_until(DEADLINE, "every delivery", || async {
+        (h.receiver.count("ok") >= count).then_some(())
+    })
+    .await;
+    // Stopped at once: the records of the last attempts may still be in the log's producer,
+    // which must hand them to the broker before it goes.
+    h.stop().await;
+    let messages = read_all(&h.kafka, &h.topics.attempts, count, DEADLINE).await;
+    let records = decoded(&h, &messages).await;
+    assert_eq!(records.len(), count);
+    assert!(
+        records
+            .iter()
+            .all(|(_, r)| r.kind == AttemptKind::Attempt && r.http_status == Some(200)),
+        "one 2xx attempt per event"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_parked_event_logs_its_park_with_the_reason() {
     let mut h = Harness::new("attempts-park").await;
     let url = h.receiver.script("bad", |_| Reply::Status(400));
