@@ -24,7 +24,7 @@ pub(crate) async fn send(
     let request = build_request(
         event,
         RequestParts {
-            url: &target.url,
+            url: &target.address,
             url_overridden: target.url_overridden,
             signer: &endpoint.signer,
             endpoint_headers: &endpoint.headers,

@@ -15,6 +15,8 @@ pub(crate) struct Target {
     pub endpoint: Arc<Endpoint>,
     /// The URL of every attempt: the event's own, else the endpoint's.
     pub url: String,
+    /// `url` parsed (by the pre-check), as requests take it.
+    pub address: reqwest::Url,
     /// Whether `url` is the event's `endpoint_url` rather than the endpoint's own: then the
     /// request is signed but carries none of the endpoint's credentials (custom headers),
     /// as whoever publishes chose where it goes.
@@ -87,14 +89,18 @@ pub(crate) async fn target(
         let failure = Failure::new(ErrorReason::BlockedUrl, message).at(url);
         return Err(Halt::Reject(failure));
     }
-    if let Err(error) = ctx.http.precheck(url).await {
-        let failure = Failure::new(ErrorReason::BlockedUrl, error.to_string()).at(url);
-        return Err(Halt::Reject(failure));
-    }
+    let address = match ctx.http.precheck(url).await {
+        Ok(address) => address,
+        Err(error) => {
+            let failure = Failure::new(ErrorReason::BlockedUrl, error.to_string()).at(url);
+            return Err(Halt::Reject(failure));
+        }
+    };
     let url = url.to_owned();
     Ok(Target {
         endpoint,
         url,
+        address,
         url_overridden,
     })
 }

@@ -102,8 +102,8 @@ impl HttpSender {
     }
 
     /// Whether `url` may be called (the address guard's pre-check), asked at most once per
-    /// [`super::guard::PRECHECK_TTL`] for one URL.
-    pub async fn precheck(&self, url: &str) -> Result<(), GuardError> {
+    /// [`super::guard::PRECHECK_TTL`] for one URL; when it may, the URL parsed.
+    pub async fn precheck(&self, url: &str) -> Result<reqwest::Url, GuardError> {
         self.prechecks.check(url).await
     }
 
@@ -129,7 +129,7 @@ impl HttpSender {
         } = request;
         let answered = tokio::time::timeout_at(
             deadline,
-            post(client, &url, headers, body, authorization.as_ref()),
+            post(client, url.clone(), headers, body, authorization.as_ref()),
         )
         .await;
         let response = match answered {
@@ -151,7 +151,7 @@ impl HttpSender {
                 return Attempt {
                     outcome,
                     took: started.elapsed(),
-                    detail: error_text(error, &url),
+                    detail: error_text(error, url.as_str()),
                     body: Vec::new(),
                     traceparent: None,
                 };
@@ -204,10 +204,11 @@ impl HttpSender {
     }
 }
 
-/// POSTs `body` to `url` with `headers`, which move into reqwest's request uncopied.
+/// POSTs `body` to `url` with `headers`, which move into reqwest's request uncopied (as
+/// does `url`, parsed already).
 async fn post(
     client: &reqwest::Client,
-    url: &str,
+    url: reqwest::Url,
     mut headers: HeaderMap,
     body: Vec<u8>,
     authorization: Option<&Secret>,

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hookline_core::url_guard::{AddressPolicy, TargetHost, check_ip, check_port, check_url};
+use reqwest::Url;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
 /// Why a URL may not be called.
@@ -64,9 +65,10 @@ impl Resolve for GuardedResolver {
 /// The longest the pre-check waits for DNS.
 pub const PRECHECK_DNS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Checks a URL before an attempt: `Ok` when at least one of its addresses is allowed (or the
-/// name does not resolve right now, which is a retryable connection failure, not a refusal).
-async fn precheck(url: &str, policy: &AddressPolicy) -> Result<(), GuardError> {
+/// Checks a URL before an attempt: its parsed form when at least one of its addresses is
+/// allowed (or the name does not resolve right now, which is a retryable connection failure,
+/// not a refusal).
+async fn precheck(url: &str, policy: &AddressPolicy) -> Result<Url, GuardError> {
     let target = check_url(url).map_err(|error| GuardError::InvalidUrl(error.to_string()))?;
     check_port(target.port, policy).map_err(|blocked| GuardError::Blocked {
         host: target.url.host_str().unwrap_or_default().to_owned(),
@@ -74,10 +76,13 @@ async fn precheck(url: &str, policy: &AddressPolicy) -> Result<(), GuardError> {
     })?;
     let domain = match &target.host {
         TargetHost::Ip(ip) => {
-            return check_ip(*ip, policy).map_err(|blocked| GuardError::Blocked {
-                host: ip.to_string(),
-                detail: blocked.to_string(),
-            });
+            return match check_ip(*ip, policy) {
+                Ok(()) => Ok(target.url),
+                Err(blocked) => Err(GuardError::Blocked {
+                    host: ip.to_string(),
+                    detail: blocked.to_string(),
+                }),
+            };
         }
         TargetHost::Domain(domain) => domain.clone(),
     };
@@ -85,12 +90,12 @@ async fn precheck(url: &str, policy: &AddressPolicy) -> Result<(), GuardError> {
     // meet (retryable), not a refusal; and it must not hold the delivery for ever.
     let lookup = tokio::net::lookup_host((domain.as_str(), target.port));
     let Ok(Ok(resolved)) = tokio::time::timeout(PRECHECK_DNS_TIMEOUT, lookup).await else {
-        return Ok(());
+        return Ok(target.url);
     };
     let mut last_refusal = None;
     for addr in resolved {
         match check_ip(addr.ip(), policy) {
-            Ok(()) => return Ok(()),
+            Ok(()) => return Ok(target.url),
             Err(blocked) => last_refusal = Some(blocked.to_string()),
         }
     }
@@ -99,7 +104,7 @@ async fn precheck(url: &str, policy: &AddressPolicy) -> Result<(), GuardError> {
             host: domain,
             detail,
         }),
-        None => Ok(()),
+        None => Ok(target.url),
     }
 }
 
@@ -111,7 +116,7 @@ pub const PRECHECK_TTL: Duration = Duration::from_secs(10);
 const PRECHECK_CACHE_MAX: usize = 4096;
 
 /// A pre-check's answer and when it was given.
-type Verdict = (Instant, Result<(), GuardError>);
+type Verdict = (Instant, Result<Url, GuardError>);
 
 /// Pre-check verdicts by URL for [`PRECHECK_TTL`]: each delivery used to parse its URL and,
 /// for a host name, resolve it on the blocking pool, though every delivery to an endpoint
@@ -132,8 +137,9 @@ impl PrecheckCache {
         }
     }
 
-    /// [`precheck`] of `url`, or its verdict of less than [`PRECHECK_TTL`] ago.
-    pub async fn check(&self, url: &str) -> Result<(), GuardError> {
+    /// [`precheck`] of `url`, or its verdict of less than [`PRECHECK_TTL`] ago: the URL
+    /// parsed, as requests take it (a request given a `&str` would parse it again).
+    pub async fn check(&self, url: &str) -> Result<Url, GuardError> {
         if let Some(verdict) = self.cached(url, Instant::now()) {
             return verdict;
         }
@@ -143,13 +149,13 @@ impl PrecheckCache {
         verdict
     }
 
-    fn cached(&self, url: &str, now: Instant) -> Option<Result<(), GuardError>> {
+    fn cached(&self, url: &str, now: Instant) -> Option<Result<Url, GuardError>> {
         let verdicts = self.verdicts.lock().unwrap_or_else(|p| p.into_inner());
         let (at, verdict) = verdicts.get(url)?;
         (now.saturating_duration_since(*at) < PRECHECK_TTL).then(|| verdict.clone())
     }
 
-    fn keep(&self, url: &str, verdict: Result<(), GuardError>, now: Instant) {
+    fn keep(&self, url: &str, verdict: Result<Url, GuardError>, now: Instant) {
         let mut verdicts = self.verdicts.lock().unwrap_or_else(|p| p.into_inner());
         if verdicts.len() >= PRECHECK_CACHE_MAX && !verdicts.contains_key(url) {
             verdicts.clear();
@@ -161,6 +167,10 @@ impl PrecheckCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn parsed(url: &str) -> Url {
+        Url::parse(url).expect("a URL")
+    }
 
     fn cache() -> PrecheckCache {
         // The default policy refuses loopback.
@@ -186,13 +196,27 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn an_allowed_url_comes_back_parsed_and_again_from_the_cache() {
+        let cache = PrecheckCache::new(Arc::new(AddressPolicy {
+            allow_loopback: true,
+            ..AddressPolicy::default()
+        }));
+        let url = "http://127.0.0.1:8080/hook?x=1";
+        let first = cache.check(url).await.expect("allowed");
+        assert_eq!(first, parsed(url));
+        assert_eq!(cache.check(url).await.expect("kept"), first);
+        assert!(cache.cached(url, Instant::now()).is_some());
+    }
+
+    #[tokio::test]
     async fn the_cache_starts_over_when_full() {
         let cache = cache();
         let now = Instant::now();
         for port in 0..PRECHECK_CACHE_MAX {
-            cache.keep(&format!("http://192.0.2.1:{port}/"), Ok(()), now);
+            let url = format!("http://192.0.2.1:{port}/");
+            cache.keep(&url, Ok(parsed(&url)), now);
         }
-        cache.keep("http://192.0.2.2/", Ok(()), now);
+        cache.keep("http://192.0.2.2/", Ok(parsed("http://192.0.2.2/")), now);
         let kept = cache.verdicts.lock().expect("lock").len();
         assert_eq!(kept, 1);
         assert!(cache.cached("http://192.0.2.2/", now).is_some());

@@ -23,7 +23,7 @@ fn sender() -> HttpSender {
 
 fn request(url: String) -> OutboundRequest {
     OutboundRequest {
-        url,
+        url: reqwest::Url::parse(&url).expect("a URL"),
         url_overridden: false,
         headers: reqwest::header::HeaderMap::new(),
         body: b"{}".to_vec(),

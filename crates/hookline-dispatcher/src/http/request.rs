@@ -22,7 +22,7 @@ const TRACEPARENT: HeaderName = HeaderName::from_static(hookline_core::headers::
 #[derive(Clone, PartialEq)]
 pub struct OutboundRequest {
     /// Where to.
-    pub url: String,
+    pub url: reqwest::Url,
     /// Whether `url` is the event's override: nothing of the endpoint's own credentials
     /// may be sent with it.
     pub url_overridden: bool,
@@ -39,7 +39,7 @@ impl fmt::Debug for OutboundRequest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let names: Vec<&str> = self.headers.keys().map(HeaderName::as_str).collect();
         f.debug_struct("OutboundRequest")
-            .field("url", &redact_url(&self.url))
+            .field("url", &redact_url(self.url.as_str()))
             .field("url_overridden", &self.url_overridden)
             .field("headers", &names)
             .field("body_len", &self.body.len())
@@ -50,8 +50,8 @@ impl fmt::Debug for OutboundRequest {
 /// The inputs of a request besides the event.
 #[derive(Clone, Copy)]
 pub struct RequestParts<'a> {
-    /// The URL, chosen once when the event was validated.
-    pub url: &'a str,
+    /// The URL, chosen and parsed once when the event was validated.
+    pub url: &'a reqwest::Url,
     /// Whether `url` is the event's override of the endpoint's URL: the request is then
     /// signed but carries none of `endpoint_headers`.
     pub url_overridden: bool,
@@ -74,7 +74,7 @@ pub struct RequestParts<'a> {
 /// out rather than failing the delivery (both were validated when the event and the endpoint
 /// were read).
 pub fn build_request(event: &WebhookEvent, parts: RequestParts<'_>) -> OutboundRequest {
-    let url = parts.url.to_owned();
+    let url = parts.url.clone();
     // The endpoint's headers are its credentials for its own URL, not for one an event chose.
     let endpoint_headers = if parts.url_overridden {
         &[][..]
@@ -153,6 +153,10 @@ mod tests {
         }
     }
 
+    fn parse(url: &str) -> reqwest::Url {
+        reqwest::Url::parse(url).expect("a URL")
+    }
+
     fn header<'a>(request: &'a OutboundRequest, name: &str) -> Option<&'a str> {
         request
             .headers
@@ -169,7 +173,7 @@ mod tests {
         let request = build_request(
             &event(),
             RequestParts {
-                url: "https://example.com/hook",
+                url: &parse("https://example.com/hook"),
                 url_overridden: false,
                 signer: &signer,
                 endpoint_headers: &[],
@@ -190,7 +194,7 @@ mod tests {
         assert_eq!(header(&request, "webhook-timestamp"), Some("1614265330"));
         assert_eq!(header(&request, "x-tenant"), Some("acme"));
         assert_eq!(request.body, event().payload);
-        assert_eq!(request.url, "https://example.com/hook");
+        assert_eq!(request.url.as_str(), "https://example.com/hook");
     }
 
     #[test]
@@ -198,7 +202,7 @@ mod tests {
         let request = build_request(
             &event(),
             RequestParts {
-                url: "https://override.example/hook",
+                url: &parse("https://override.example/hook"),
                 url_overridden: true,
                 signer: &Signer::default(),
                 endpoint_headers: &[],
@@ -209,7 +213,7 @@ mod tests {
             },
         );
         assert_eq!(header(&request, "webhook-signature"), None);
-        assert_eq!(request.url, "https://override.example/hook");
+        assert_eq!(request.url.as_str(), "https://override.example/hook");
         assert_eq!(header(&request, "webhook-attempt"), Some("3"));
         assert!(header(&request, "traceparent").is_some());
         assert_eq!(request.authorization, None);
@@ -223,7 +227,7 @@ mod tests {
         let request = build_request(
             &event(),
             RequestParts {
-                url: "https://example.com/hook",
+                url: &parse("https://example.com/hook"),
                 url_overridden: false,
                 signer: &Signer::default(),
                 endpoint_headers: &[("x-env".to_owned(), "prod".to_owned())],
@@ -254,7 +258,7 @@ mod tests {
         let request = build_request(
             &event(),
             RequestParts {
-                url: "https://example.com/hook",
+                url: &parse("https://example.com/hook"),
                 signer: &signer,
                 url_overridden: false,
                 endpoint_headers: &[],
@@ -282,7 +286,7 @@ mod tests {
             RequestParts {
                 signer: &keys_only,
                 url_overridden: false,
-                url: "https://example.com/hook",
+                url: &parse("https://example.com/hook"),
                 endpoint_headers: &[],
                 timestamp_s: 1_614_265_330,
                 traceparent: None,
@@ -310,8 +314,9 @@ mod tests {
         let credential = ReceiverAuth::Bearer {
             token: Secret::new("tok_SECRET"),
         };
+        let url = parse("https://example.com/hook?token=q_SECRET");
         let parts = |url_overridden| RequestParts {
-            url: "https://example.com/hook?token=q_SECRET",
+            url: &url,
             url_overridden,
             signer: &signer,
             endpoint_headers: &endpoint_headers,
