@@ -33,6 +33,22 @@ async fn decoded(h: &Harness, messages: &[OwnedMessage]) -> Vec<(i32, AttemptRec
     out
 }
 
+/// Publishes `count` traced events to `ep-ok` and waits until its receiver (`ok`) has them
+/// all.
+async fn publish_and_deliver(h: &Harness, count: usize) {
+    for n in 0..count {
+        h.publish_json_traced(
+            &event("ep-ok", n),
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        )
+        .await;
+    }
+    wait_until(DEADLINE, "every delivery", || async {
+        (h.receiver.count("ok") >= count).then_some(())
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_failed_then_delivered_event_logs_its_attempts_and_retry_in_one_partition() {
     let mut h = Harness::new("attempts-flaky").await;
@@ -94,17 +110,7 @@ async fn the_last_attempts_reach_the_log_when_the_dispatcher_stops_right_after_t
         .await;
     h.start(h.config()).await;
     let count = 20;
-    for n in 0..count {
-        h.publish_json_traced(
-            &event("ep-ok", n),
-            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-        )
-        .await;
-    }
-    wait_until(DEADLINE, "every delivery", || async {
-        (h.receiver.count("ok") >= count).then_some(())
-    })
-    .await;
+    publish_and_deliver(&h, count).await;
     // Stopped at once: the records of the last attempts may still be in the log's producer,
     // which must hand them to the broker before it goes.
     h.stop().await;
@@ -150,23 +156,13 @@ async fn deliveries_all_arrive_when_the_log_cannot_keep_up_and_drops_are_counted
     h.put_endpoint("ep-ok", serde_json::json!({ "url": url }))
         .await;
     let mut config = h.config();
-    // A topic that does not exist (the broker does not create it: the writer waits for it
-    // and its one-record buffer stays full).
+    // A topic that does not exist (the broker does not create it: the log's producer waits
+    // for it and its one-record queue stays full).
     config.attempts.topic = Some(format!("{}.missing-attempts", h.topics.events));
     config.attempts.buffer = 1;
     h.start(config).await;
     let count = 50;
-    for n in 0..count {
-        h.publish_json_traced(
-            &event("ep-ok", n),
-            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-        )
-        .await;
-    }
-    wait_until(DEADLINE, "every delivery", || async {
-        (h.receiver.count("ok") >= count).then_some(())
-    })
-    .await;
+    publish_and_deliver(&h, count).await;
     let dropped = wait_until(DEADLINE, "drops counted", || async {
         let metrics = h.metrics();
         metrics
