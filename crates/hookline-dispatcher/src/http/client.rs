@@ -40,8 +40,9 @@ impl Attempt {
     }
 }
 
-/// Builds every HTTP client of a dispatcher alike: no redirects, no proxy, the address
-/// guard's resolver, the User-Agent, and the extra roots of `http.ca_file`.
+/// Builds every HTTP client of a dispatcher alike: no redirects, no retries of its own, no
+/// proxy, the address guard's resolver, the User-Agent, and the extra roots of
+/// `http.ca_file`.
 #[derive(Clone, Debug)]
 pub struct ClientFactory {
     policy: Arc<AddressPolicy>,
@@ -70,6 +71,10 @@ impl ClientFactory {
             .dns_resolver(Arc::new(GuardedResolver::new(Arc::clone(&self.policy))))
             .user_agent(self.user_agent.as_str())
             .no_proxy()
+            // The dispatcher owns retries (each one an attempt, logged and counted). reqwest's
+            // own layer retries only HTTP/2 and HTTP/3 refusals, which this build does not
+            // speak, yet it copied every request in case: no copy.
+            .retry(reqwest::retry::never().max_retries_per_request(0))
             .pool_idle_timeout(Duration::from_secs(30));
         let endpoint_roots = tls.map(|tls| tls.roots.iter()).into_iter().flatten();
         for root in self.roots.iter().chain(endpoint_roots) {
