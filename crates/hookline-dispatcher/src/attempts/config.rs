@@ -16,6 +16,9 @@ pub struct AttemptsConfig {
     /// dropped (and counted in `webhook_attempt_log_dropped_total`), never waited for.
     /// Default 10000.
     pub buffer: usize,
+    /// How long the log's producer waits to fill a batch before sending it, in
+    /// milliseconds (librdkafka's `linger.ms`; at most 10000). Default 20.
+    pub linger_ms: u64,
     /// Most bytes of a response body kept in a record (URL query strings redacted).
     /// Default 1024.
     pub max_body_excerpt_bytes: usize,
@@ -30,6 +33,7 @@ impl Default for AttemptsConfig {
             enabled: true,
             topic: None,
             buffer: 10_000,
+            linger_ms: 20,
             max_body_excerpt_bytes: 1024,
             retention_ms: 7 * 24 * 3_600_000,
         }
@@ -45,6 +49,8 @@ pub struct AttemptsSettings {
     pub topic: String,
     /// The producer's queue, in records.
     pub buffer: usize,
+    /// The producer's `linger.ms`.
+    pub linger_ms: u64,
     /// The excerpt bound.
     pub max_body_excerpt_bytes: usize,
 }
@@ -56,6 +62,12 @@ impl AttemptsConfig {
             return Err(DispatchError::config(
                 "attempts.buffer",
                 "must be at least 1",
+            ));
+        }
+        if self.linger_ms > 10_000 {
+            return Err(DispatchError::config(
+                "attempts.linger_ms",
+                "must be at most 10000",
             ));
         }
         if self.retention_ms <= 0 {
@@ -75,6 +87,7 @@ impl AttemptsConfig {
             enabled: self.enabled,
             topic,
             buffer: self.buffer,
+            linger_ms: self.linger_ms,
             max_body_excerpt_bytes: self.max_body_excerpt_bytes,
         })
     }
@@ -90,6 +103,7 @@ mod tests {
         assert!(settings.enabled);
         assert_eq!(settings.topic, "ev.attempts");
         assert_eq!(settings.buffer, 10_000);
+        assert_eq!(settings.linger_ms, 20);
         assert_eq!(settings.max_body_excerpt_bytes, 1024);
     }
 
@@ -107,5 +121,11 @@ mod tests {
         };
         let error = empty.to_settings("ev").expect_err("refused").to_string();
         assert!(error.contains("attempts.topic"), "{error}");
+        let long = AttemptsConfig {
+            linger_ms: 10_001,
+            ..AttemptsConfig::default()
+        };
+        let error = long.to_settings("ev").expect_err("refused").to_string();
+        assert!(error.contains("attempts.linger_ms"), "{error}");
     }
 }

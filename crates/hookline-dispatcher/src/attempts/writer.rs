@@ -165,7 +165,7 @@ pub(crate) fn start(
         .set("partitioner", "murmur2_random")
         .set("enable.idempotence", "false")
         .set("acks", "1")
-        .set("linger.ms", "20")
+        .set("linger.ms", attempts.linger_ms.to_string())
         .set("queue.buffering.max.messages", attempts.buffer.to_string());
     let topic: Arc<str> = attempts.topic.as_str().into();
     let context = LogContext {

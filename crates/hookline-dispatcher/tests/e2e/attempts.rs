@@ -108,11 +108,13 @@ async fn the_last_attempts_reach_the_log_when_the_dispatcher_stops_right_after_t
     let url = h.receiver.script("ok", |_| Reply::Status(200));
     h.put_endpoint("ep-ok", serde_json::json!({ "url": url }))
         .await;
-    h.start(h.config()).await;
+    let mut config = h.config();
+    // The producer holds its records far longer than the stop takes: they are still in it
+    // when the dispatcher goes, and only its flush at shutdown sends them.
+    config.attempts.linger_ms = 10_000;
+    h.start(config).await;
     let count = 20;
     publish_and_deliver(&h, count).await;
-    // Stopped at once: the records of the last attempts may still be in the log's producer,
-    // which must hand them to the broker before it goes.
     h.stop().await;
     let messages = read_all(&h.kafka, &h.topics.attempts, count, DEADLINE).await;
     let records = decoded(&h, &messages).await;
