@@ -7,6 +7,7 @@ mod headers;
 mod producer;
 mod registry;
 mod settings;
+mod system_tls;
 
 pub use admin::{TopicSpec, ensure_topics};
 pub use error::{Error, Result};
@@ -17,3 +18,4 @@ pub use registry::{
     STARTUP_PATIENCE, SchemaRefusal, check_writer_schema, with_patience,
 };
 pub use settings::{KafkaSettings, PropertyError, RESERVED_PROPERTIES, is_sensitive};
+pub use system_tls::with_system_tls;

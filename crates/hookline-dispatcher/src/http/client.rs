@@ -76,6 +76,10 @@ impl ClientFactory {
             // speak, yet it copied every request in case: no copy.
             .retry(reqwest::retry::never().max_retries_per_request(0))
             .pool_idle_timeout(Duration::from_secs(30));
+        if tls.is_none() && self.roots.is_empty() {
+            // The system's roots only: the process's shared connector.
+            return hookline_kafka::with_system_tls(builder).build();
+        }
         let endpoint_roots = tls.map(|tls| tls.roots.iter()).into_iter().flatten();
         for root in self.roots.iter().chain(endpoint_roots) {
             builder = builder.add_root_certificate(root.clone());

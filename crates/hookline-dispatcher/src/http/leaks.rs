@@ -21,7 +21,8 @@ fn sender() -> HttpSender {
     })
 }
 
-fn request(url: String) -> OutboundRequest {
+/// A POST of `{}` to `url`, with no headers of its own.
+pub(super) fn request(url: String) -> OutboundRequest {
     OutboundRequest {
         url: reqwest::Url::parse(&url).expect("a URL"),
         url_overridden: false,

@@ -8,6 +8,8 @@ mod tls;
 
 #[cfg(test)]
 mod leaks;
+#[cfg(test)]
+mod trust;
 
 pub use client::{Attempt, ClientFactory, HttpSender};
 pub use request::{RequestParts, build_request};

@@ -349,14 +349,16 @@ impl Registry {
     }
 }
 
-/// The registry's HTTP client: trusting the settings' CA files as well as the system's,
-/// no proxy, `timeout` per request.
+/// The registry's HTTP client: trusting the settings' CA files as well as the system's
+/// (the process's shared connector when there are none), no proxy, `timeout` per request.
 fn client_builder(
     ca_certificates: &[reqwest::Certificate],
     timeout: Duration,
 ) -> reqwest::ClientBuilder {
-    reqwest::Client::builder()
-        .tls_certs_merge(ca_certificates.iter().cloned())
-        .no_proxy()
-        .timeout(timeout)
+    let builder = reqwest::Client::builder().no_proxy().timeout(timeout);
+    if ca_certificates.is_empty() {
+        crate::with_system_tls(builder)
+    } else {
+        builder.tls_certs_merge(ca_certificates.iter().cloned())
+    }
 }
