@@ -94,7 +94,7 @@ impl WebhookEvent {
         let json: JsonEventIn<'_> = serde_json::from_slice(bytes).map_err(EventError::Json)?;
         let payload = match (json.payload, json.payload_base64) {
             (Some(_), Some(_)) => return Err(EventError::PayloadConflict),
-            (Some(raw), None) => compact_json(raw.get()).into_bytes(),
+            (Some(raw), None) => compact_json(raw.get()),
             (None, Some(b64)) => BASE64.decode(b64.as_bytes()).map_err(EventError::Base64)?,
             (None, None) => return Err(EventError::MissingField { field: "payload" }),
         };
@@ -145,7 +145,7 @@ fn inline_payload<'a>(content_type: &str, payload: &'a [u8]) -> Option<&'a RawVa
         return None;
     }
     let raw: &RawValue = serde_json::from_slice(payload).ok()?;
-    (compact_json(raw.get()).as_bytes() == payload).then_some(raw)
+    (compact_json(raw.get()) == payload).then_some(raw)
 }
 
 /// Whether a content type is JSON: `application/json`, `text/json` or `*/*+json`.
@@ -160,27 +160,31 @@ pub(crate) fn is_json_content_type(content_type: &str) -> bool {
 }
 
 /// Removes the insignificant whitespace of valid JSON text, keeping everything else.
-fn compact_json(json: &str) -> String {
-    let mut out = String::with_capacity(json.len());
+/// Byte by byte: whitespace, quotes and backslashes are ASCII, and no byte of a multi-byte
+/// UTF-8 character is, so the runs copied between removed bytes are whole characters.
+fn compact_json(json: &str) -> Vec<u8> {
+    let bytes = json.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut run_start = 0;
     let mut in_string = false;
     let mut escaped = false;
-    for c in json.chars() {
+    for (at, &byte) in bytes.iter().enumerate() {
         if in_string {
-            out.push(c);
             if escaped {
                 escaped = false;
-            } else if c == '\\' {
+            } else if byte == b'\\' {
                 escaped = true;
-            } else if c == '"' {
+            } else if byte == b'"' {
                 in_string = false;
             }
-        } else if !matches!(c, ' ' | '\t' | '\n' | '\r') {
-            if c == '"' {
-                in_string = true;
-            }
-            out.push(c);
+        } else if matches!(byte, b' ' | b'\t' | b'\n' | b'\r') {
+            out.extend_from_slice(&bytes[run_start..at]);
+            run_start = at + 1;
+        } else if byte == b'"' {
+            in_string = true;
         }
     }
+    out.extend_from_slice(&bytes[run_start..]);
     out
 }
 
@@ -401,6 +405,13 @@ mod fuzz {
         #[test]
         fn arbitrary_json_values(value in json_value()) {
             check(value.to_string().as_bytes())?;
+        }
+
+        /// Any text in strings (spaces, quotes, backslashes, any character) stays as it is.
+        #[test]
+        fn pretty_json_compacts_to_the_compact_form(value in json_value()) {
+            let pretty = serde_json::to_string_pretty(&value).expect("a value serializes");
+            prop_assert_eq!(compact_json(&pretty), value.to_string().into_bytes());
         }
 
         #[test]
