@@ -2,16 +2,16 @@
 //! events to each, interleaved (event n to endpoint n mod endpoints), the same total
 //! concurrency as the pipeline (`max_in_flight` = the pipeline's per-endpoint limit).
 
-use super::ScenarioCtx;
-use crate::contest;
+use super::{ScenarioCtx, Sizes};
+use crate::contest::{self, Measured};
 use crate::fixture::{Fixture, RETRY_TIER, event, payload, run_name, run_topics};
 use crate::results::ScenarioResult;
 
-/// Runs it once.
-pub async fn run(ctx: &ScenarioCtx<'_>) -> anyhow::Result<ScenarioResult> {
+/// Runs it once, as round `round` (its topics are the round's own).
+pub async fn measure(ctx: &ScenarioCtx<'_>, round: u32) -> anyhow::Result<Measured> {
     let sizes = &ctx.sizes;
     let (endpoints, each) = (sizes.many_endpoints, sizes.many_events_each);
-    let name = run_name(&ctx.base, "many", 1);
+    let name = run_name(&ctx.base, "many", round);
     let mut config = ctx.hookline_config("many", &run_topics(&name), &[RETRY_TIER.to_owned()])?;
     config.per_endpoint = sizes.concurrency;
     config.max_in_flight = Some(sizes.concurrency as usize);
@@ -46,18 +46,49 @@ pub async fn run(ctx: &ScenarioCtx<'_>) -> anyhow::Result<ScenarioResult> {
     }
     .await;
     ctx.cleanup(&fixture.created, &[config.group.clone()]).await;
+    measured
+}
+
+/// The scenario's result: the medians of its rounds; `None` when it did not run.
+pub fn result(sizes: &Sizes, rounds: Vec<Measured>) -> Option<ScenarioResult> {
+    if rounds.is_empty() {
+        return None;
+    }
+    let (endpoints, each) = (sizes.many_endpoints, sizes.many_events_each);
     let mut result = ScenarioResult::of(
         "many",
         format!(
             "{endpoints} endpoints x {each} events, interleaved; max_in_flight {}",
             sizes.concurrency
         ),
-        vec![measured?],
+        rounds,
     );
     result.note("endpoints", endpoints as f64);
-    Ok(result)
+    Some(result)
 }
 
 fn endpoint_id(i: u64) -> String {
     format!("ep-{i:05}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn its_result_is_the_median_of_its_rounds() {
+        let sizes = Sizes::new(false, None);
+        let round = |deliveries_per_s: f64| {
+            let mut measured = crate::results::tests::measured(100_000, 2.0, 1.0, 86.0, 1_000.0);
+            measured.deliveries_per_s = deliveries_per_s;
+            measured
+        };
+        let rounds = vec![round(6_800.0), round(11_000.0), round(9_400.0)];
+        let result = result(&sizes, rounds).expect("three rounds");
+        assert_eq!(result.scenario, "many");
+        assert_eq!(result.runs.len(), 3);
+        assert_eq!(result.deliveries_per_s, 9_400.0);
+        assert_eq!(result.notes.get("endpoints"), Some(&10_000.0));
+        assert!(super::result(&sizes, Vec::new()).is_none());
+    }
 }

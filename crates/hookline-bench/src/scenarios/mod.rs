@@ -1,9 +1,9 @@
 //! `hookline-bench all`: the nine scenarios in one run, each on topics of its own, each
 //! against its baseline measured in the same run; a table, `results.json` and an SVG chart.
 //!
-//! 1 ceiling, 2 forwarder, 3 pipeline and 6 isolation (which is compared with the
-//! pipeline) alternate over the rounds; the others run once: 4 many endpoints, 5 slow (per
-//! in-flight limit), 7 retry timing, 8 fan-out, 9 latency under load.
+//! 1 ceiling, 2 forwarder, 3 pipeline, then 6 isolation and 4 many endpoints (both compared
+//! with the pipeline) alternate over the rounds; the others run once: 5 slow (per in-flight
+//! limit), 7 retry timing, 8 fan-out, 9 latency under load.
 
 mod ceiling;
 mod direct;
@@ -39,7 +39,7 @@ pub struct AllArgs {
     /// figures judge nothing.
     #[arg(long)]
     pub quick: bool,
-    /// Rounds of the ceiling, forwarder, pipeline and isolation (default 3, 1 with
+    /// Rounds of the ceiling, forwarder, pipeline, isolation and many (default 3, 1 with
     /// `--quick`).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=20))]
     pub rounds: Option<u32>,
@@ -271,6 +271,7 @@ async fn all(ctx: &ScenarioCtx<'_>, only: &[String]) -> anyhow::Result<Vec<Scena
     let mut forwarder: Vec<Measured> = Vec::new();
     let mut pipeline: Vec<Measured> = Vec::new();
     let mut isolated = Vec::new();
+    let mut many_runs: Vec<Measured> = Vec::new();
     for round in 1..=ctx.sizes.rounds {
         if wanted(only, "ceiling") {
             ceiling.push(logged(
@@ -300,6 +301,9 @@ async fn all(ctx: &ScenarioCtx<'_>, only: &[String]) -> anyhow::Result<Vec<Scena
                 isolation::measure(ctx, round).await,
             )?);
         }
+        if wanted(only, "many") {
+            many_runs.push(logged("many", round, many::measure(ctx, round).await)?);
+        }
     }
     let mut scenarios = Vec::new();
     let described = |name: &str, what: String, runs: Vec<Measured>| {
@@ -322,9 +326,7 @@ async fn all(ctx: &ScenarioCtx<'_>, only: &[String]) -> anyhow::Result<Vec<Scena
         format!("hookline, 1 endpoint, {n} events, per_endpoint {c}"),
         pipeline,
     ));
-    if wanted(only, "many") {
-        scenarios.push(logged("many", 1, many::run(ctx).await)?);
-    }
+    scenarios.extend(many::result(&ctx.sizes, many_runs));
     if wanted(only, "slow") {
         for &limit in &ctx.sizes.slow_limits {
             scenarios.push(logged("slow", limit, slow::run(ctx, limit).await)?);
