@@ -29,15 +29,35 @@ pub fn trace_id_of(traceparent: &str) -> Option<&str> {
 /// parent id (the attempt's span), or a new sampled trace when `parent` is absent or invalid.
 pub fn child_traceparent(parent: Option<&str>, rng: &mut impl Rng) -> String {
     let span: u64 = rng.random_range(1..=u64::MAX);
+    // Written digit by digit, once per attempt: `format!`'s hex was most of its cost.
+    let mut out = String::with_capacity(55);
+    out.push_str("00-");
     match parent.and_then(|value| trace_id_of(value).map(|trace| (value, trace))) {
         Some((value, trace)) => {
             let flags = value.trim().split('-').nth(3).unwrap_or("01");
-            format!("00-{trace}-{span:016x}-{flags}")
+            out.push_str(trace);
+            out.push('-');
+            push_hex(&mut out, u128::from(span), 16);
+            out.push('-');
+            out.push_str(flags);
         }
         None => {
             let trace: u128 = rng.random_range(1..=u128::MAX);
-            format!("00-{trace:032x}-{span:016x}-01")
+            push_hex(&mut out, trace, 32);
+            out.push('-');
+            push_hex(&mut out, u128::from(span), 16);
+            out.push_str("-01");
         }
+    }
+    out
+}
+
+/// Appends the last `digits` hex digits of `value`, lowercase, zero-padded.
+fn push_hex(out: &mut String, value: u128, digits: u32) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for digit in (0..digits).rev() {
+        let nibble = (value >> (digit * 4)) & 0xf;
+        out.push(char::from(HEX[nibble as usize]));
     }
 }
 
@@ -66,6 +86,23 @@ mod tests {
         for parent in [None, Some("garbage")] {
             let child = child_traceparent(parent, &mut rand::rng());
             assert!(trace_id_of(&child).is_some(), "{child}");
+        }
+    }
+
+    #[test]
+    fn hex_digits_are_written_as_format_writes_them() {
+        for (value, digits) in [
+            (0_u128, 16),
+            (1, 16),
+            (u128::from(u64::MAX), 16),
+            (0x0af7_6519_16cd_43dd_8448_eb21_1c80_319c, 32),
+            (u128::MAX, 32),
+            (0xb7ad_6b71_6920_3331, 16),
+        ] {
+            let mut out = String::new();
+            push_hex(&mut out, value, digits);
+            let width = digits as usize;
+            assert_eq!(out, format!("{value:0width$x}"), "{value:#x}");
         }
     }
 
