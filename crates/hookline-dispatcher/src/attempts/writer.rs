@@ -22,8 +22,18 @@ use super::metrics::{AttemptLogMetrics, Dropped};
 use crate::error::{DispatchError, Result};
 use crate::settings::Settings;
 
-/// How long the log waits after shutdown for the last records' acknowledgements.
+/// How long the log waits after shutdown for the last records' acknowledgements, beyond
+/// its producer's `linger.ms` ([`flush_timeout`]).
 const FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The shutdown flush's bound for a producer lingering `linger_ms`. librdkafka's flush
+/// sends at once what it finds queued for a partition, but records that reach a partition's
+/// queue only after the flush began (the first records to a topic whose metadata was still
+/// on its way: confluentinc/librdkafka#3633) wait out the linger; a flush that ended first
+/// left them to be purged with the producer.
+fn flush_timeout(linger_ms: u64) -> Duration {
+    FLUSH_TIMEOUT + Duration::from_millis(linger_ms)
+}
 
 /// Counts each record's acknowledgement, or its failure.
 struct LogContext {
@@ -180,6 +190,7 @@ pub(crate) fn start(
         gone,
         shutdown.clone(),
         settings.shutdown_grace,
+        flush_timeout(attempts.linger_ms),
     ));
     Ok(AttemptLog {
         sink: Some(Sink {
@@ -195,13 +206,14 @@ pub(crate) fn start(
 }
 
 /// Once every handle is gone, or shutdown plus `grace` has passed (the deliveries that
-/// drain after shutdown still log), waits a little for the last acknowledgements: the
-/// producer, once dropped, purges what it still holds.
+/// drain after shutdown still log), waits up to `flush_timeout` for the last
+/// acknowledgements: the producer, once dropped, purges what it still holds.
 async fn flush_at_shutdown(
     producer: PolledProducer<LogContext>,
     mut gone: mpsc::Receiver<Infallible>,
     shutdown: CancellationToken,
     grace: Duration,
+    flush_timeout: Duration,
 ) {
     let stop = async {
         shutdown.cancelled().await;
@@ -211,8 +223,20 @@ async fn flush_at_shutdown(
         None = gone.recv() => {}
         () = stop => {}
     }
-    let flushed = tokio::task::spawn_blocking(move || producer.flush(FLUSH_TIMEOUT)).await;
+    let flushed = tokio::task::spawn_blocking(move || producer.flush(flush_timeout)).await;
     if !matches!(flushed, Ok(Ok(()))) {
         tracing::warn!("attempt-log records still unacknowledged at shutdown");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shutdown_flush_outlasts_the_linger() {
+        for linger_ms in [0, 20, 10_000] {
+            assert!(flush_timeout(linger_ms) >= Duration::from_millis(linger_ms) + FLUSH_TIMEOUT);
+        }
     }
 }
