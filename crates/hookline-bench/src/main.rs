@@ -5,6 +5,7 @@
 //! own; the benchmark process holds the fixture and the HTTP sink they deliver to.
 
 mod baseline;
+mod broker;
 mod chart;
 mod contest;
 mod fixture;

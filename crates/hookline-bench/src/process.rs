@@ -118,15 +118,24 @@ fn parse_cpu_ticks(stat: &str) -> Option<u64> {
     Some(utime + stime)
 }
 
+/// User plus system CPU time of process `pid` so far, in seconds.
+pub fn cpu_s_of(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    Some(parse_cpu_ticks(&stat)? as f64 / clock_ticks_per_s() as f64)
+}
+
 fn clock_ticks_per_s() -> u64 {
-    std::process::Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|out| String::from_utf8(out.stdout).ok())
-        .and_then(|text| text.trim().parse().ok())
-        .filter(|ticks| *ticks > 0)
-        .unwrap_or(100)
+    static TICKS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        std::process::Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|out| String::from_utf8(out.stdout).ok())
+            .and_then(|text| text.trim().parse().ok())
+            .filter(|ticks| *ticks > 0)
+            .unwrap_or(100)
+    })
 }
 
 #[cfg(test)]

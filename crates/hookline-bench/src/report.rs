@@ -66,6 +66,8 @@ pub struct RunResult {
     pub cpu_ms_per_1k_events: f64,
     /// `cpu_s` per 1000 deliveries, in milliseconds.
     pub cpu_ms_per_1k_deliveries: f64,
+    /// The broker's CPU time over the run, in seconds, when it runs on this machine.
+    pub broker_cpu_s: Option<f64>,
     /// HTTP requests the sink received (more than the deliveries when some were repeated).
     pub requests: u64,
     /// hookline's own counts (`/metrics`), for hookline's and the fan-out's runs.
@@ -400,13 +402,16 @@ impl Report {
             };
             let _ = writeln!(
                 out,
-                "  {:<8} #{}  {:>6.2} s  {:>7.0} {unit}  {:>6.1} MiB  {:>6.2} s CPU  {} requests{}",
+                "  {:<8} #{}  {:>6.2} s  {:>7.0} {unit}  {:>6.1} MiB  {:>6.2} s CPU{}  {} requests{}",
                 run.contestant.name(),
                 run.round,
                 run.wall_s,
                 rate,
                 run.peak_rss_mib,
                 run.cpu_s,
+                run.broker_cpu_s
+                    .map(|s| format!(" (broker {s:.2} s)"))
+                    .unwrap_or_default(),
                 run.requests,
                 run.hookline_deliveries
                     .map(|d| format!(

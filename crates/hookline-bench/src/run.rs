@@ -9,6 +9,7 @@ use hookline_kafka::KafkaSettings;
 use tokio::process::Command;
 
 use crate::BenchArgs;
+use crate::broker::Broker;
 use crate::contest::{self, Ctx, Measured, hookline_overrides, note};
 use crate::fixture::{self, FanoutFixture, Fixture};
 use crate::machine::{Machine, Versions};
@@ -45,6 +46,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         workdir: workdir.path(),
         run_timeout: Duration::from_secs(args.run_timeout_s),
         base: hookline_testkit::unique_name("bench"),
+        broker: Broker::find(&args.bootstrap_servers),
     };
     let measured = rounds(&args, &ctx).await;
     if measured.is_err() {
@@ -269,6 +271,9 @@ fn run_result(kind: Kind, round: u32, events: u64, m: &Measured) -> RunResult {
         cpu_s: m.cpu_s,
         cpu_ms_per_1k_events: m.cpu_s * 1000.0 / (events as f64 / 1000.0),
         cpu_ms_per_1k_deliveries: m.cpu_ms_per_1k_deliveries,
+        broker_cpu_s: m
+            .broker_cpu_ms_per_1k_deliveries
+            .map(|ms| ms * m.deliveries as f64 / 1e6),
         requests: m.requests,
         hookline_deliveries: m.hookline,
     }

@@ -13,6 +13,7 @@ use tokio::process::Command;
 
 pub use config::{HOOKLINE_MAX_PENDING, HooklineConfig};
 
+use crate::broker::Broker;
 use crate::process::{Contestant, Sample};
 use crate::sink::Sink;
 use crate::stats::Percentiles;
@@ -38,6 +39,8 @@ pub struct Ctx<'a> {
     pub run_timeout: Duration,
     /// Unique base of every topic name of this benchmark.
     pub base: String,
+    /// The broker, when it runs on this machine (its CPU time is measured per run).
+    pub broker: Option<Broker>,
 }
 
 impl Ctx<'_> {
@@ -83,6 +86,9 @@ pub struct Measured {
     pub cpu_s: f64,
     /// `cpu_s` per 1000 deliveries, in milliseconds.
     pub cpu_ms_per_1k_deliveries: f64,
+    /// The broker's CPU time over the same span per 1000 deliveries, in milliseconds (its
+    /// idle work included), when the broker runs on this machine.
+    pub broker_cpu_ms_per_1k_deliveries: Option<f64>,
     /// HTTP requests the sink received (more than the deliveries when some were repeated
     /// or failed).
     pub requests: u64,
@@ -109,6 +115,11 @@ pub struct Deliveries {
     pub fanned_out: u64,
 }
 
+/// The broker with its CPU time now, if it can be read.
+fn broker_now(broker: Option<Broker>) -> Option<(Broker, f64)> {
+    broker.and_then(|broker| Some((broker, broker.cpu_s()?)))
+}
+
 /// A started contestant whose deliveries the sink counts.
 pub struct Launched {
     contestant: Contestant,
@@ -118,6 +129,8 @@ pub struct Launched {
     log: PathBuf,
     /// CPU time spent before [`Launched::restart`], left out of the figures.
     cpu_before_s: f64,
+    /// The broker and its CPU time at the start (or the restart).
+    broker: Option<(Broker, f64)>,
 }
 
 /// Resets the sink for `deliveries` deliveries of ids starting with `prefix`, then starts
@@ -132,6 +145,7 @@ pub fn launch(
 ) -> anyhow::Result<Launched> {
     let log = ctx.workdir.join(format!("{run}.log"));
     ctx.sink.reset(deliveries, prefix);
+    let broker = broker_now(ctx.broker);
     let started = Instant::now();
     let contestant = Contestant::spawn(command, &log)?;
     Ok(Launched {
@@ -141,6 +155,7 @@ pub fn launch(
         admin_port,
         log,
         cpu_before_s: 0.0,
+        broker,
     })
 }
 
@@ -174,6 +189,7 @@ impl Launched {
     /// `deliveries` of `prefix`, the clock and the CPU time counted from here.
     pub fn restart(&mut self, sink: &Sink, deliveries: u64, prefix: &str) -> anyhow::Result<()> {
         self.cpu_before_s = self.contestant.sample()?.cpu_s;
+        self.broker = broker_now(self.broker.map(|(broker, _)| broker));
         sink.reset(deliveries, prefix);
         self.started = Instant::now();
         self.deliveries = deliveries;
@@ -194,6 +210,9 @@ impl Launched {
     pub async fn finish(self, sink: &Sink) -> anyhow::Result<Measured> {
         let sample = self.contestant.sample()?;
         let cpu_s = sample.cpu_s - self.cpu_before_s;
+        let broker_cpu_s = self
+            .broker
+            .and_then(|(broker, before)| Some(broker.cpu_s()? - before));
         let hookline = match self.admin_port {
             Some(port) => deliveries(port).await,
             None => None,
@@ -230,6 +249,8 @@ impl Launched {
             peak_rss_mib: sample.peak_rss_kib as f64 / 1024.0,
             cpu_s,
             cpu_ms_per_1k_deliveries: cpu_s * 1000.0 / (deliveries as f64 / 1000.0),
+            broker_cpu_ms_per_1k_deliveries: broker_cpu_s
+                .map(|s| s * 1000.0 / (deliveries as f64 / 1000.0)),
             requests: seen.requests,
             foreign: seen.foreign,
             latency: sink.latency(),

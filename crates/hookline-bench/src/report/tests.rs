@@ -29,6 +29,7 @@ fn run(kind: Kind, round: u32, deliveries: u64, wall_s: f64, cpu_s: f64, rss: f6
         cpu_ms_per_1k_events: cpu_s * 1e6 / events as f64,
         cpu_ms_per_1k_deliveries: cpu_s * 1e6 / deliveries as f64,
         requests: deliveries,
+        broker_cpu_s: None,
         hookline_deliveries: None,
     }
 }

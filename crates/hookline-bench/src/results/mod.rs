@@ -33,6 +33,9 @@ pub struct ScenarioResult {
     pub cpu_ms_per_1k_deliveries: f64,
     /// Peak RSS, MiB, the median.
     pub peak_rss_mib: f64,
+    /// The broker's CPU ms per 1000 deliveries over the runs' spans, the median, when the
+    /// broker runs on this machine.
+    pub broker_cpu_ms_per_1k_deliveries: Option<f64>,
     /// The scenario it is compared with.
     pub against: Option<String>,
     /// Its deliveries/s over the baseline's.
@@ -72,6 +75,10 @@ impl ScenarioResult {
             lateness,
             cpu_ms_per_1k_deliveries: median(|run| run.cpu_ms_per_1k_deliveries),
             peak_rss_mib: median(|run| run.peak_rss_mib),
+            broker_cpu_ms_per_1k_deliveries: runs
+                .iter()
+                .all(|run| run.broker_cpu_ms_per_1k_deliveries.is_some())
+                .then(|| median(|run| run.broker_cpu_ms_per_1k_deliveries.unwrap_or(f64::NAN))),
             against: None,
             throughput_ratio: None,
             cpu_ratio: None,

@@ -52,7 +52,7 @@ impl Results {
         let _ = writeln!(out);
         let _ = writeln!(
             out,
-            "{:<11} {:>9} {:>12} {:>9} {:>9} {:>9} {:>10} {:>9} {:>10} {:>7} {:>7}",
+            "{:<11} {:>9} {:>12} {:>9} {:>9} {:>9} {:>10} {:>9} {:>11} {:>10} {:>7} {:>7}",
             "scenario",
             "deliveries",
             "deliveries/s",
@@ -61,6 +61,7 @@ impl Results {
             "max ms",
             "CPU ms/1k",
             "RSS MiB",
+            "broker ms/1k",
             "vs",
             "thr x",
             "CPU x"
@@ -69,7 +70,7 @@ impl Results {
             let ratio = |r: Option<f64>| r.map_or_else(|| "-".to_owned(), |r| format!("{r:.2}"));
             let _ = writeln!(
                 out,
-                "{:<11} {:>9} {:>12.0} {:>9.1} {:>9.1} {:>9.1} {:>10.1} {:>9.1} {:>10} {:>7} {:>7}",
+                "{:<11} {:>9} {:>12.0} {:>9.1} {:>9.1} {:>9.1} {:>10.1} {:>9.1} {:>12} {:>10} {:>7} {:>7}",
                 s.scenario,
                 s.deliveries,
                 s.deliveries_per_s,
@@ -78,6 +79,8 @@ impl Results {
                 s.latency.max_ms,
                 s.cpu_ms_per_1k_deliveries,
                 s.peak_rss_mib,
+                s.broker_cpu_ms_per_1k_deliveries
+                    .map_or_else(|| "-".to_owned(), |ms| format!("{ms:.1}")),
                 s.against.as_deref().unwrap_or("-"),
                 ratio(s.throughput_ratio),
                 ratio(s.cpu_ratio),

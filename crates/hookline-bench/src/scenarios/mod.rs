@@ -24,6 +24,7 @@ use serde::Serialize;
 
 pub use ceiling::{CeilingArgs, run as run_ceiling};
 
+use crate::broker::Broker;
 use crate::contest::{Ctx, Measured, hookline_overrides, note};
 use crate::machine::{Machine, Versions};
 use crate::results::{Results, ScenarioResult};
@@ -218,6 +219,7 @@ pub async fn run(args: AllArgs) -> anyhow::Result<()> {
             workdir: workdir.path(),
             run_timeout: Duration::from_secs(args.run_timeout_s),
             base: hookline_testkit::unique_name("bench"),
+            broker: Broker::find(&args.bootstrap_servers),
         },
         sizes: Sizes::new(args.quick, args.rounds),
         keep_topics: args.keep_topics,
