@@ -3,6 +3,7 @@
 //! move-on token of each record in flight, and what `/readyz` says.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -41,11 +42,15 @@ impl Pause {
 pub(crate) struct Shared {
     tracker: Mutex<OffsetTracker>,
     finished: Condvar,
+    /// Threads in [`Shared::wait_drained`]: a finish wakes `finished` only when one waits
+    /// (a notify is a system call, and there is one finish per delivery).
+    drainers: AtomicUsize,
     /// Woken when a delivery finishes, so the poll loop re-checks capacity pauses.
     pub progress: Notify,
     paused: Mutex<HashMap<PartitionKey, Pause>>,
     cancels: Mutex<HashMap<PartitionKey, CancellationToken>>,
-    move_ons: Mutex<HashMap<(PartitionKey, i64), CancellationToken>>,
+    /// By partition, then offset (looked up by reference: no key copied per delivery).
+    move_ons: Mutex<HashMap<PartitionKey, HashMap<i64, CancellationToken>>>,
     /// The parent of every partition's token: cancelled when shutdown's grace is over.
     abandon: CancellationToken,
     pub readiness: Arc<Readiness>,
@@ -62,6 +67,7 @@ impl Shared {
         Shared {
             tracker: Mutex::default(),
             finished: Condvar::new(),
+            drainers: AtomicUsize::new(0),
             progress: Notify::new(),
             paused: Mutex::default(),
             cancels: Mutex::default(),
@@ -82,12 +88,24 @@ impl Shared {
         tracker.start(key, offset, Instant::now());
         let in_flight = tracker.total_in_flight();
         drop(tracker);
-        let cancel = lock(&self.cancels)
-            .entry(key.clone())
-            .or_insert_with(|| self.abandon.child_token())
-            .clone();
+        let cancel = {
+            let mut cancels = lock(&self.cancels);
+            match cancels.get(key) {
+                Some(token) => token.clone(),
+                None => cancels
+                    .entry(key.clone())
+                    .or_insert_with(|| self.abandon.child_token())
+                    .clone(),
+            }
+        };
         let move_on = CancellationToken::new();
-        lock(&self.move_ons).insert((key.clone(), offset), move_on.clone());
+        let mut move_ons = lock(&self.move_ons);
+        let of_partition = match move_ons.get_mut(key) {
+            Some(of_partition) => of_partition,
+            None => move_ons.entry(key.clone()).or_default(),
+        };
+        of_partition.insert(offset, move_on.clone());
+        drop(move_ons);
         (cancel, move_on, in_flight)
     }
 
@@ -98,7 +116,9 @@ impl Shared {
         key: &PartitionKey,
         offset: i64,
     ) -> usize {
-        lock(&self.move_ons).remove(&(key.clone(), offset));
+        if let Some(of_partition) = lock(&self.move_ons).get_mut(key) {
+            of_partition.remove(&offset);
+        }
         let mut tracker = lock(&self.tracker);
         if let Some(position) = tracker.finish(key, offset) {
             let mut list = TopicPartitionList::new();
@@ -112,7 +132,11 @@ impl Shared {
         }
         let in_flight = tracker.total_in_flight();
         drop(tracker);
-        self.finished.notify_all();
+        // A drainer counts itself under the tracker's lock before it checks and waits, so
+        // one that missed this finish's change is counted here.
+        if self.drainers.load(Ordering::SeqCst) > 0 {
+            self.finished.notify_all();
+        }
         self.progress.notify_one();
         in_flight
     }
@@ -133,8 +157,8 @@ impl Shared {
             .collect();
         let move_ons = lock(&self.move_ons);
         let mut told = 0;
-        for place in held {
-            if let Some(token) = move_ons.get(&place)
+        for (key, offset) in held {
+            if let Some(token) = move_ons.get(&key).and_then(|of| of.get(&offset))
                 && !token.is_cancelled()
             {
                 token.cancel();
@@ -218,19 +242,22 @@ impl Shared {
     pub fn wait_drained(&self, keys: &[PartitionKey], deadline: Duration) -> bool {
         let give_up = Instant::now() + deadline;
         let mut tracker = lock(&self.tracker);
-        loop {
+        self.drainers.fetch_add(1, Ordering::SeqCst);
+        let drained = loop {
             if keys.iter().all(|key| tracker.in_flight(key) == 0) {
-                return true;
+                break true;
             }
             let now = Instant::now();
             if now >= give_up {
-                return false;
+                break false;
             }
             tracker = match self.finished.wait_timeout(tracker, give_up - now) {
                 Ok((guard, _)) => guard,
                 Err(poisoned) => poisoned.into_inner().0,
             };
-        }
+        };
+        self.drainers.fetch_sub(1, Ordering::SeqCst);
+        drained
     }
 
     /// Partitions that are no longer ours: their deliveries still running are cancelled
@@ -251,7 +278,10 @@ impl Shared {
             paused.remove(key);
         }
         drop((tracker, paused));
-        lock(&self.move_ons).retain(|(key, _), _| !keys.contains(key));
+        let mut move_ons = lock(&self.move_ons);
+        for key in keys {
+            move_ons.remove(key);
+        }
     }
 
     /// Forgets every partition: the deliveries still counted were abandoned.
@@ -330,6 +360,37 @@ mod tests {
             0,
             "told once"
         );
+    }
+
+    #[test]
+    fn a_drain_wakes_when_the_last_delivery_finishes() {
+        let consumer: rdkafka::consumer::BaseConsumer = rdkafka::ClientConfig::new()
+            .set("bootstrap.servers", "127.0.0.1:1")
+            .set("group.id", "drain-test")
+            .create()
+            .expect("a consumer that never connects");
+        let shared = Arc::new(shared());
+        shared.start(&key(0), 7);
+        let waiter = {
+            let shared = Arc::clone(&shared);
+            std::thread::spawn(move || shared.wait_drained(&[key(0)], Duration::from_secs(60)))
+        };
+        let counted_by = Instant::now() + Duration::from_secs(10);
+        while shared.drainers.load(Ordering::SeqCst) == 0 {
+            assert!(
+                Instant::now() < counted_by,
+                "the drainer never counted itself"
+            );
+            std::thread::yield_now();
+        }
+        let finished_at = Instant::now();
+        shared.finish(&consumer, &key(0), 7);
+        assert!(waiter.join().expect("the drainer"));
+        assert!(
+            finished_at.elapsed() < Duration::from_secs(30),
+            "woken by the finish, not by its deadline"
+        );
+        assert_eq!(shared.drainers.load(Ordering::SeqCst), 0);
     }
 
     #[test]
