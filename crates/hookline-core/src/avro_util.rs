@@ -64,18 +64,6 @@ impl CachedWriter {
         self.with(schema, |writer| writer.write_value(out, value).map(drop))
     }
 
-    /// Appends `value` as a bare Avro datum of `schema`, serialised straight into `out`
-    /// (no [`Value`] tree: no field names or strings copied per record). The serialiser
-    /// checks each field against the schema as it writes it.
-    pub(crate) fn encode_ser_into<T: serde::Serialize>(
-        &self,
-        schema: &'static Schema,
-        value: &T,
-        out: &mut Vec<u8>,
-    ) -> Result<(), apache_avro::Error> {
-        self.with(schema, |writer| writer.write_ser(out, value).map(drop))
-    }
-
     /// Runs `write` with the writer of `schema`, built once. A writer that cannot be built
     /// is built again, for its error.
     fn with(

@@ -63,8 +63,49 @@ fn records_round_trip_through_the_schema_file() {
     }
 }
 
+proptest::proptest! {
+    #[test]
+    fn the_written_datum_is_apache_avros(
+        event_id in ".*",
+        strings in proptest::collection::vec(proptest::option::of(".*"), 7),
+        kind in 0..5usize,
+        attempt in proptest::prelude::any::<u32>(),
+        timestamp_ms in proptest::prelude::any::<i64>(),
+        duration_ms in proptest::option::of(proptest::prelude::any::<i64>()),
+        http_status in proptest::option::of(proptest::prelude::any::<u16>()),
+        deliveries in proptest::option::of(proptest::prelude::any::<u32>()),
+        dispatcher_id in ".*",
+        published_at_ms in proptest::option::of(proptest::prelude::any::<i64>()),
+    ) {
+        let record = AttemptRecord {
+            event_id,
+            tenant_id: strings[0].clone(),
+            endpoint_id: strings[1].clone(),
+            kind: AttemptKind::ALL[kind],
+            attempt,
+            timestamp_ms,
+            duration_ms,
+            http_status,
+            error_kind: strings[2].clone(),
+            response_excerpt: strings[3].clone(),
+            tier: strings[4].clone(),
+            reason: strings[5].clone(),
+            deliveries,
+            dispatcher_id,
+            trace_id: strings[6].clone(),
+            published_at_ms,
+            redriven_from: strings[0].clone().map(|s| s + "/0/1"),
+        };
+        let framed = record.to_framed_avro(7).expect("encodes");
+        let by_apache_avro =
+            crate::avro_util::encode(webhook_attempt_schema(), record.to_avro_value())
+                .expect("the value encodes");
+        proptest::prop_assert_eq!(&framed[CONFLUENT_FRAMING_LEN..], &by_apache_avro[..]);
+    }
+}
+
 #[test]
-fn the_serde_datum_is_the_value_datum() {
+fn the_written_datum_is_the_value_datum() {
     let schema = crate::schema::webhook_attempt_schema();
     for kind in AttemptKind::ALL {
         for record in [full(), minimal()] {
