@@ -106,7 +106,7 @@ mod tests {
         assert!(settings.enabled);
         assert_eq!(settings.topic, "ev.attempts");
         assert_eq!(settings.buffer, 10_000);
-        assert_eq!(settings.linger_ms, 20);
+        assert_eq!(settings.linger_ms, 100);
         assert_eq!(settings.max_body_excerpt_bytes, 1024);
     }
 
