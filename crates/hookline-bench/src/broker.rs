@@ -113,6 +113,18 @@ mod tests {
         assert!(listeners(table, 9093).is_empty());
     }
 
+    /// Against the local stack's broker (`HOOKLINE_TEST_BOOTSTRAP`), as `deploy/test` runs
+    /// it: the process measured is the Kafka broker, and its CPU time can be read.
+    #[test]
+    fn the_stacks_broker_is_the_process_measured() {
+        let bootstrap = hookline_testkit::kafka_settings().bootstrap_servers;
+        let broker = Broker::find(&bootstrap).expect("the local broker listens on this machine");
+        let cmdline = std::fs::read(format!("/proc/{}/cmdline", broker.pid)).expect("cmdline");
+        let cmdline = String::from_utf8_lossy(&cmdline);
+        assert!(cmdline.contains("kafka.Kafka"), "{cmdline}");
+        assert!(broker.cpu_s().is_some_and(|s| s > 0.0));
+    }
+
     #[test]
     fn a_listener_of_this_process_is_found() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("binding");

@@ -54,12 +54,9 @@ impl Contestant {
     pub fn sample(&self) -> anyhow::Result<Sample> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid))
             .context("reading /proc/<pid>/status")?;
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid))
-            .context("reading /proc/<pid>/stat")?;
         Ok(Sample {
             peak_rss_kib: parse_vm_hwm(&status).context("no VmHWM in /proc/<pid>/status")?,
-            cpu_s: parse_cpu_ticks(&stat).context("unreadable /proc/<pid>/stat")? as f64
-                / clock_ticks_per_s() as f64,
+            cpu_s: cpu_s_of(self.pid).context("reading /proc/<pid>/stat")?,
         })
     }
 

@@ -271,9 +271,7 @@ fn run_result(kind: Kind, round: u32, events: u64, m: &Measured) -> RunResult {
         cpu_s: m.cpu_s,
         cpu_ms_per_1k_events: m.cpu_s * 1000.0 / (events as f64 / 1000.0),
         cpu_ms_per_1k_deliveries: m.cpu_ms_per_1k_deliveries,
-        broker_cpu_s: m
-            .broker_cpu_ms_per_1k_deliveries
-            .map(|ms| ms * m.deliveries as f64 / 1e6),
+        broker_cpu_s: m.broker_cpu_s,
         requests: m.requests,
         hookline_deliveries: m.hookline,
     }

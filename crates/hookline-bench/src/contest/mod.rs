@@ -86,8 +86,10 @@ pub struct Measured {
     pub cpu_s: f64,
     /// `cpu_s` per 1000 deliveries, in milliseconds.
     pub cpu_ms_per_1k_deliveries: f64,
-    /// The broker's CPU time over the same span per 1000 deliveries, in milliseconds (its
-    /// idle work included), when the broker runs on this machine.
+    /// The broker's CPU time over the same span, in seconds (its idle work included), when
+    /// the broker runs on this machine.
+    pub broker_cpu_s: Option<f64>,
+    /// `broker_cpu_s` per 1000 deliveries, in milliseconds.
     pub broker_cpu_ms_per_1k_deliveries: Option<f64>,
     /// HTTP requests the sink received (more than the deliveries when some were repeated
     /// or failed).
@@ -249,6 +251,7 @@ impl Launched {
             peak_rss_mib: sample.peak_rss_kib as f64 / 1024.0,
             cpu_s,
             cpu_ms_per_1k_deliveries: cpu_s * 1000.0 / (deliveries as f64 / 1000.0),
+            broker_cpu_s,
             broker_cpu_ms_per_1k_deliveries: broker_cpu_s
                 .map(|s| s * 1000.0 / (deliveries as f64 / 1000.0)),
             requests: seen.requests,

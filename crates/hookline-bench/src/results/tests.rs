@@ -17,6 +17,7 @@ pub(crate) fn measured(
         peak_rss_mib: rss,
         cpu_s,
         cpu_ms_per_1k_deliveries: cpu_s * 1e6 / deliveries as f64,
+        broker_cpu_s: Some(cpu_s / 10.0),
         broker_cpu_ms_per_1k_deliveries: Some(cpu_s * 1e5 / deliveries as f64),
         requests: deliveries,
         foreign: 0,
