@@ -141,6 +141,11 @@ impl From<FieldProblem> for AttemptLogError {
     }
 }
 
+/// A count as the schema's `int`: at most `i32::MAX`.
+fn avro_int(n: u32) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}
+
 fn opt_str(value: &Option<String>) -> Value {
     nullable(value.clone().map(Value::String))
 }
@@ -156,10 +161,7 @@ impl AttemptRecord {
                 "kind".into(),
                 Value::Enum(self.kind.index(), self.kind.symbol().into()),
             ),
-            (
-                "attempt".into(),
-                Value::Int(i32::try_from(self.attempt).unwrap_or(i32::MAX)),
-            ),
+            ("attempt".into(), Value::Int(avro_int(self.attempt))),
             (
                 "timestamp".into(),
                 Value::TimestampMillis(self.timestamp_ms),
@@ -178,10 +180,7 @@ impl AttemptRecord {
             ("reason".into(), opt_str(&self.reason)),
             (
                 "deliveries".into(),
-                nullable(
-                    self.deliveries
-                        .map(|n| Value::Int(i32::try_from(n).unwrap_or(i32::MAX))),
-                ),
+                nullable(self.deliveries.map(|n| Value::Int(avro_int(n)))),
             ),
             (
                 "dispatcher_id".into(),

@@ -6,7 +6,7 @@
 //! index, a nullable field its union branch (0 null, 1 the value) then the value. The
 //! tests check the bytes against apache-avro's encoding of the same record.
 
-use super::AttemptRecord;
+use super::{AttemptRecord, avro_int};
 
 /// Appends `record`'s datum to `out`.
 pub(super) fn write(record: &AttemptRecord, out: &mut Vec<u8>) {
@@ -14,10 +14,7 @@ pub(super) fn write(record: &AttemptRecord, out: &mut Vec<u8>) {
     opt_string(out, record.tenant_id.as_deref());
     opt_string(out, record.endpoint_id.as_deref());
     long(out, i64::from(record.kind.index()));
-    long(
-        out,
-        i64::from(i32::try_from(record.attempt).unwrap_or(i32::MAX)),
-    );
+    long(out, i64::from(avro_int(record.attempt)));
     long(out, record.timestamp_ms);
     opt_long(out, record.duration_ms);
     opt_long(out, record.http_status.map(i64::from));
@@ -25,12 +22,7 @@ pub(super) fn write(record: &AttemptRecord, out: &mut Vec<u8>) {
     opt_string(out, record.response_excerpt.as_deref());
     opt_string(out, record.tier.as_deref());
     opt_string(out, record.reason.as_deref());
-    opt_long(
-        out,
-        record
-            .deliveries
-            .map(|n| i64::from(i32::try_from(n).unwrap_or(i32::MAX))),
-    );
+    opt_long(out, record.deliveries.map(|n| i64::from(avro_int(n))));
     string(out, &record.dispatcher_id);
     opt_string(out, record.trace_id.as_deref());
     opt_long(out, record.published_at_ms);
