@@ -173,7 +173,7 @@ impl Spawn {
         let _link_done = match self.link.take() {
             Some(mut link) => {
                 tokio::select! {
-                    () = delivery.cancel.cancelled() => return,
+                    () = delivery.cancel().cancelled() => return,
                     () = link.previous() => {}
                 }
                 Some(link.done)
@@ -183,9 +183,12 @@ impl Spawn {
         let key = delivery.record.partition_key();
         let offset = delivery.record.offset;
         // Cancelled (revoked without draining, or shutdown's grace over): the delivery stops
-        // wherever it is and its offset stays uncommitted.
+        // wherever it is and its offset stays uncommitted. This is where a delivery's waits
+        // end on cancellation (the admission waits, the busiest, do not watch for it
+        // themselves); it is looked at first, so a cancelled delivery takes no further step.
         let finished = tokio::select! {
-            () = delivery.cancel.cancelled() => false,
+            biased;
+            () = delivery.cancel().cancelled() => false,
             outcome = delivery::run(&ctx, delivery) => outcome.is_ok(),
         };
         if finished {
@@ -235,14 +238,13 @@ impl Ready {
             intake,
             endpoint,
         } = self;
-        let (cancel, move_on, in_flight) = shared.start(&record.partition_key(), record.offset);
+        let (partition, in_flight) = shared.start(&record.partition_key(), record.offset);
         ctx.metrics.set_in_flight(in_flight);
         Spawn {
             delivery: Delivery {
                 record,
                 intake,
-                cancel,
-                move_on,
+                partition,
                 endpoint,
             },
             _permit: permit,

@@ -1,9 +1,9 @@
 //! State shared by the poll loop, the delivery tasks and the rebalance callbacks: offsets in
-//! flight, partitions paused (and why), the cancellation token of each partition and the
-//! move-on token of each record in flight, and what `/readyz` says.
+//! flight, partitions paused (and why), what each partition's deliveries are told (to stop,
+//! to move on to a tier), and what `/readyz` says.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -37,6 +37,58 @@ impl Pause {
     }
 }
 
+/// What a partition's deliveries are told, shared by them (one `Arc` clone per delivery:
+/// nothing is allocated, and no lock taken, for a delivery's own signals).
+#[derive(Debug)]
+pub(crate) struct PartitionSignals {
+    /// Cancelled when the partition is revoked and did not drain in time, or when the
+    /// shutdown grace period is over (a child of the dispatcher's abandon token).
+    pub cancel: CancellationToken,
+    /// Every record in flight at or below this offset is to move on to a tier: it has held
+    /// the partition's commit position too long (only the oldest in flight is ever told).
+    move_on_through: AtomicI64,
+    /// Woken when `move_on_through` rises.
+    moved_on: Notify,
+}
+
+impl PartitionSignals {
+    fn new(cancel: CancellationToken) -> Self {
+        PartitionSignals {
+            cancel,
+            move_on_through: AtomicI64::new(i64::MIN),
+            moved_on: Notify::new(),
+        }
+    }
+
+    /// Tells the record at `offset` to move on; false when it had been told already.
+    fn tell_to_move_on(&self, offset: i64) -> bool {
+        if self.move_on_through.fetch_max(offset, Ordering::SeqCst) >= offset {
+            return false;
+        }
+        self.moved_on.notify_waiters();
+        true
+    }
+
+    /// Whether the record at `offset` has been told to move on.
+    pub fn told_to_move_on(&self, offset: i64) -> bool {
+        self.move_on_through.load(Ordering::SeqCst) >= offset
+    }
+
+    /// Returns once the record at `offset` is told to move on.
+    pub async fn moved_on(&self, offset: i64) {
+        loop {
+            let notified = self.moved_on.notified();
+            tokio::pin!(notified);
+            // Registered before the check: a rise between the two still wakes it.
+            notified.as_mut().enable();
+            if self.told_to_move_on(offset) {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
 /// Shared dispatcher state.
 #[derive(Debug)]
 pub(crate) struct Shared {
@@ -48,9 +100,8 @@ pub(crate) struct Shared {
     /// Woken when a delivery finishes, so the poll loop re-checks capacity pauses.
     pub progress: Notify,
     paused: Mutex<HashMap<PartitionKey, Pause>>,
-    cancels: Mutex<HashMap<PartitionKey, CancellationToken>>,
-    /// By partition, then offset (looked up by reference: no key copied per delivery).
-    move_ons: Mutex<HashMap<PartitionKey, HashMap<i64, CancellationToken>>>,
+    /// Each partition's signals, shared by its deliveries.
+    signals: Mutex<HashMap<PartitionKey, Arc<PartitionSignals>>>,
     /// The parent of every partition's token: cancelled when shutdown's grace is over.
     abandon: CancellationToken,
     pub readiness: Arc<Readiness>,
@@ -70,43 +121,28 @@ impl Shared {
             drainers: AtomicUsize::new(0),
             progress: Notify::new(),
             paused: Mutex::default(),
-            cancels: Mutex::default(),
-            move_ons: Mutex::default(),
+            signals: Mutex::default(),
             abandon,
             readiness,
         }
     }
 
-    /// A delivery of `offset` starts: returns its partition's cancellation token and its own
-    /// move-on token, and the deliveries now in flight.
-    pub fn start(
-        &self,
-        key: &PartitionKey,
-        offset: i64,
-    ) -> (CancellationToken, CancellationToken, usize) {
+    /// A delivery of `offset` starts: returns its partition's signals and the deliveries now
+    /// in flight.
+    pub fn start(&self, key: &PartitionKey, offset: i64) -> (Arc<PartitionSignals>, usize) {
         let mut tracker = lock(&self.tracker);
         tracker.start(key, offset, Instant::now());
         let in_flight = tracker.total_in_flight();
         drop(tracker);
-        let cancel = {
-            let mut cancels = lock(&self.cancels);
-            match cancels.get(key) {
-                Some(token) => token.clone(),
-                None => cancels
-                    .entry(key.clone())
-                    .or_insert_with(|| self.abandon.child_token())
-                    .clone(),
-            }
-        };
-        let move_on = CancellationToken::new();
-        let mut move_ons = lock(&self.move_ons);
-        let of_partition = match move_ons.get_mut(key) {
-            Some(of_partition) => of_partition,
-            None => move_ons.entry(key.clone()).or_default(),
-        };
-        of_partition.insert(offset, move_on.clone());
-        drop(move_ons);
-        (cancel, move_on, in_flight)
+        let mut signals = lock(&self.signals);
+        let of_partition =
+            match signals.get(key) {
+                Some(of_partition) => Arc::clone(of_partition),
+                None => Arc::clone(signals.entry(key.clone()).or_insert_with(|| {
+                    Arc::new(PartitionSignals::new(self.abandon.child_token()))
+                })),
+            };
+        (of_partition, in_flight)
     }
 
     /// A delivery finished durably: store the new commit position, if it advanced.
@@ -116,9 +152,6 @@ impl Shared {
         key: &PartitionKey,
         offset: i64,
     ) -> usize {
-        if let Some(of_partition) = lock(&self.move_ons).get_mut(key) {
-            of_partition.remove(&offset);
-        }
         let mut tracker = lock(&self.tracker);
         if let Some(position) = tracker.finish(key, offset) {
             let mut list = TopicPartitionList::new();
@@ -155,17 +188,14 @@ impl Shared {
             .filter(|(_, _, started)| now.saturating_duration_since(*started) > hold)
             .map(|(key, offset, _)| (key.clone(), offset))
             .collect();
-        let move_ons = lock(&self.move_ons);
-        let mut told = 0;
-        for (key, offset) in held {
-            if let Some(token) = move_ons.get(&key).and_then(|of| of.get(&offset))
-                && !token.is_cancelled()
-            {
-                token.cancel();
-                told += 1;
-            }
-        }
-        told
+        let signals = lock(&self.signals);
+        held.into_iter()
+            .filter(|(key, offset)| {
+                signals
+                    .get(key)
+                    .is_some_and(|of_partition| of_partition.tell_to_move_on(*offset))
+            })
+            .count()
     }
 
     /// A record fetched at `offset` was not taken: the position must not pass it, and the
@@ -264,13 +294,13 @@ impl Shared {
     /// (they did not drain in time; whoever owns the partition now delivers them again),
     /// and their offsets, pauses and tokens are forgotten.
     pub fn forget(&self, keys: &[PartitionKey]) {
-        let mut cancels = lock(&self.cancels);
+        let mut signals = lock(&self.signals);
         for key in keys {
-            if let Some(token) = cancels.remove(key) {
-                token.cancel();
+            if let Some(of_partition) = signals.remove(key) {
+                of_partition.cancel.cancel();
             }
         }
-        drop(cancels);
+        drop(signals);
         let mut tracker = lock(&self.tracker);
         let mut paused = lock(&self.paused);
         for key in keys {
@@ -278,19 +308,14 @@ impl Shared {
             paused.remove(key);
         }
         drop((tracker, paused));
-        let mut move_ons = lock(&self.move_ons);
-        for key in keys {
-            move_ons.remove(key);
-        }
     }
 
     /// Forgets every partition: the deliveries still counted were abandoned.
     pub fn forget_all(&self) {
-        let keys: Vec<PartitionKey> = lock(&self.cancels).keys().cloned().collect();
+        let keys: Vec<PartitionKey> = lock(&self.signals).keys().cloned().collect();
         self.forget(&keys);
         *lock(&self.tracker) = OffsetTracker::default();
         lock(&self.paused).clear();
-        lock(&self.move_ons).clear();
     }
 }
 
@@ -314,17 +339,17 @@ mod tests {
     #[test]
     fn revoking_a_partition_cancels_its_deliveries_and_only_its_own() {
         let shared = shared();
-        let (revoked, _, _) = shared.start(&key(0), 10);
-        let (kept, _, _) = shared.start(&key(1), 10);
+        let (revoked, _) = shared.start(&key(0), 10);
+        let (kept, _) = shared.start(&key(1), 10);
         shared.forget(&[key(0)]);
         assert!(
-            revoked.is_cancelled(),
+            revoked.cancel.is_cancelled(),
             "a delivery that did not drain stops"
         );
-        assert!(!kept.is_cancelled());
-        let (again, _, _) = shared.start(&key(0), 11);
+        assert!(!kept.cancel.is_cancelled());
+        let (again, _) = shared.start(&key(0), 11);
         assert!(
-            !again.is_cancelled(),
+            !again.cancel.is_cancelled(),
             "a partition assigned again starts afresh"
         );
     }
@@ -333,26 +358,26 @@ mod tests {
     fn the_end_of_the_grace_period_cancels_every_partition() {
         let abandon = CancellationToken::new();
         let shared = Shared::new(Arc::new(Readiness::default()), abandon.clone());
-        let (first, _, _) = shared.start(&key(0), 1);
-        let (second, _, _) = shared.start(&key(1), 1);
+        let (first, _) = shared.start(&key(0), 1);
+        let (second, _) = shared.start(&key(1), 1);
         abandon.cancel();
-        assert!(first.is_cancelled() && second.is_cancelled());
+        assert!(first.cancel.is_cancelled() && second.cancel.is_cancelled());
     }
 
     #[test]
     fn only_the_record_holding_the_commit_too_long_is_told_to_move_on() {
         let shared = shared();
-        let (_, oldest, _) = shared.start(&key(0), 5);
-        let (_, younger, _) = shared.start(&key(0), 6);
+        let (signals, _) = shared.start(&key(0), 5);
+        shared.start(&key(0), 6);
         let later = Instant::now() + Duration::from_secs(61);
         assert_eq!(
             shared.move_on_older_than(Duration::from_secs(60), Instant::now()),
             0
         );
         assert_eq!(shared.move_on_older_than(Duration::from_secs(60), later), 1);
-        assert!(oldest.is_cancelled());
+        assert!(signals.told_to_move_on(5));
         assert!(
-            !younger.is_cancelled(),
+            !signals.told_to_move_on(6),
             "it does not hold the commit position"
         );
         assert_eq!(
@@ -360,6 +385,26 @@ mod tests {
             0,
             "told once"
         );
+    }
+
+    #[tokio::test]
+    async fn a_record_waiting_is_woken_when_it_is_told_to_move_on() {
+        let shared = shared();
+        let (signals, _) = shared.start(&key(0), 5);
+        let waiting = tokio::spawn({
+            let signals = Arc::clone(&signals);
+            async move { signals.moved_on(5).await }
+        });
+        // The test's runtime has one thread: the yield lets the task start waiting, so the
+        // order below must wake it (a record told before it waits returns without a wake).
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "not told yet");
+        let later = Instant::now() + Duration::from_secs(61);
+        assert_eq!(shared.move_on_older_than(Duration::from_secs(60), later), 1);
+        tokio::time::timeout(Duration::from_secs(10), waiting)
+            .await
+            .expect("woken by the order to move on")
+            .expect("the waiting task");
     }
 
     #[test]

@@ -198,10 +198,12 @@ fn breaker_ticket<'a>(ctx: &'a Ctx, target: &'a Target) -> Result<BreakerTicket<
     })
 }
 
-/// Waits for `future` until `deadline` (none: no deadline), the delivery's cancellation or
-/// its order to move on. Past the deadline it waits on while the dispatcher has room or only
-/// its own endpoint's records are held back ([`crate::pressure`]), and gives way (a tier)
-/// once another's are. A closed semaphore means the dispatcher is stopping.
+/// Waits for `future` until `deadline` (none: no deadline) or the delivery's order to move
+/// on. Past the deadline it waits on while the dispatcher has room or only its own
+/// endpoint's records are held back ([`crate::pressure`]), and gives way (a tier) once
+/// another's are. A closed semaphore means the dispatcher is stopping. The delivery's
+/// cancellation is not waited for here: the record's task drops the whole delivery, this
+/// wait with it, when it is cancelled (`poll::Spawn::run`).
 async fn wait<T>(
     ctx: &Ctx,
     delivery: &Delivery,
@@ -219,18 +221,17 @@ async fn wait<T>(
     };
     let moved = async {
         if deadline.is_some() {
-            delivery.move_on.cancelled().await;
+            delivery.moved_on().await;
         } else {
             std::future::pending::<()>().await;
         }
     };
     tokio::pin!(future, moved);
-    // A free place is taken at once, before a timer and two cancellation waiters are
+    // A free place is taken at once, before a timer and a cancellation waiter are
     // registered for a wait that does not happen (most waits, at a fast endpoint).
     tokio::select! {
         biased;
         acquired = &mut future => return acquired.map_err(|_| Halt::Abandoned),
-        () = delivery.cancel.cancelled() => return Err(Halt::Abandoned),
         () = expired => {}
         () = &mut moved => return Err(Halt::Defer { why: "held_commit", wait }),
     }
@@ -240,7 +241,6 @@ async fn wait<T>(
             return Err(Halt::Defer { why, wait });
         }
         tokio::select! {
-            () = delivery.cancel.cancelled() => return Err(Halt::Abandoned),
             acquired = &mut future => return acquired.map_err(|_| Halt::Abandoned),
             () = &mut moved => return Err(Halt::Defer { why: "held_commit", wait }),
             changed = pressure.changed() => {

@@ -38,6 +38,7 @@ use crate::ledger::Ledger as LedgerStores;
 use crate::metrics::Metrics;
 use crate::record::SourceRecord;
 use crate::settings::Settings;
+use crate::shared::PartitionSignals;
 use crate::telemetry::{DeliverySpan, Telemetry};
 
 /// The wall clock in epoch milliseconds (0 before 1970, saturated far in the future).
@@ -78,15 +79,25 @@ pub(crate) struct Delivery {
     pub record: SourceRecord,
     /// What intake read from its headers (never `NotDue`: those are not handed over).
     pub intake: Intake,
-    /// Cancelled when the record's partition is revoked and did not drain in time, or when
-    /// the shutdown grace period is over: the delivery stops where it is.
-    pub cancel: CancellationToken,
-    /// Cancelled when this record has held its partition's commit position too long: it
-    /// moves to a tier instead of waiting on.
-    pub move_on: CancellationToken,
+    /// What its partition's deliveries are told: to stop (revoked and not drained in time,
+    /// or the shutdown grace period over), or, for the record holding the partition's
+    /// commit position too long, to move on to a tier instead of waiting on.
+    pub partition: Arc<PartitionSignals>,
     /// The endpoint its key names, looked up once at intake (`None`: unknown, or the key is
     /// not an endpoint id).
     pub endpoint: Option<Arc<Endpoint>>,
+}
+
+impl Delivery {
+    /// Cancelled when the delivery is to stop where it is (its offset stays uncommitted).
+    pub fn cancel(&self) -> &CancellationToken {
+        &self.partition.cancel
+    }
+
+    /// Returns once this record is told to move on to a tier.
+    pub async fn moved_on(&self) {
+        self.partition.moved_on(self.record.offset).await;
+    }
 }
 
 /// Why a delivery stops before an outcome of its own.
@@ -346,7 +357,7 @@ async fn stages(ctx: &Ctx, delivery: &Delivery, job: &mut Job<'_>) -> Result<Out
                     "attempt failed; retrying in place to keep the endpoint's order"
                 );
                 tokio::select! {
-                    () = delivery.cancel.cancelled() => return Err(Halt::Abandoned),
+                    () = delivery.cancel().cancelled() => return Err(Halt::Abandoned),
                     () = tokio::time::sleep(Duration::from_millis(wait)) => {}
                 }
                 job.life.step(Step::Resume);

@@ -264,7 +264,7 @@ async fn write_copy(
         .topic(&ctx.settings.events_topic, &schedule.tier);
     match ctx
         .writer
-        .copy(&delivery.record, &job.meta, &topic, &delivery.cancel)
+        .copy(&delivery.record, &job.meta, &topic, delivery.cancel())
         .await
     {
         Ok(()) => Ok(outcome),
@@ -333,7 +333,7 @@ pub(crate) async fn park(
                 key,
                 Some(&bytes),
                 &headers,
-                &delivery.cancel,
+                delivery.cancel(),
             )
             .await
         {
@@ -365,7 +365,7 @@ pub(crate) async fn park(
                 ctx.metrics.dlq_write_refused();
                 tracing::error!(%error, "the DLQ topic refuses even a small envelope; retrying");
                 tokio::select! {
-                    () = delivery.cancel.cancelled() => return Err(Abandoned),
+                    () = delivery.cancel().cancelled() => return Err(Abandoned),
                     () = tokio::time::sleep(backoff) => backoff = (backoff * 2).min(MAX_BACKOFF),
                 }
             }
