@@ -16,10 +16,10 @@ use hookline_core::headers::{
 use hookline_dispatcher::start;
 use hookline_kafka::{Registry, TopicSpec, ensure_topics, read_headers};
 use hookline_testkit::{
-    Receiver, Reply, TestTopics, kafka_settings, read_all, registry_settings, unique_name,
+    Proxy, Receiver, Reply, TestTopics, kafka_settings, read_all, registry_settings, unique_name,
     wait_until,
 };
-use rdkafka::consumer::{BaseConsumer, Consumer, StreamConsumer};
+use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::{Header, Message, OwnedHeaders, OwnedMessage};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use tokio_util::sync::CancellationToken;
@@ -101,24 +101,6 @@ fn header_ms(message: &OwnedMessage, name: &str) -> i64 {
     header(message, name)
         .and_then(|value| value.parse().ok())
         .unwrap_or_else(|| panic!("a numeric {name} header"))
-}
-
-/// The group's committed offset on partition 0 of the main topic.
-fn committed(h: &Harness, group: &str) -> Option<i64> {
-    let mut config = h.kafka.client_config();
-    config
-        .set("group.id", group)
-        .set("enable.auto.commit", "false");
-    let consumer: BaseConsumer = config.create().expect("consumer");
-    let mut list = rdkafka::TopicPartitionList::new();
-    list.add_partition(&h.topics.events, 0);
-    let committed = consumer
-        .committed_offsets(list, Duration::from_secs(10))
-        .expect("committed");
-    match committed.elements()[0].offset() {
-        rdkafka::Offset::Offset(offset) => Some(offset),
-        _ => None,
-    }
 }
 
 /// Makes `group` rebalance: a plain consumer joins it on a topic of its own, waits until it
@@ -347,7 +329,8 @@ async fn a_retry_copy_that_can_never_be_written_is_parked_not_retried_for_ever()
 
     h.wait_for_requests("ok", 1).await;
     let past = wait_until(DEADLINE, "the commit past both records", || async {
-        committed(&h, &group).filter(|offset| *offset > good_offset)
+        h.committed(&group, 0)
+            .filter(|offset| *offset > good_offset)
     })
     .await;
     assert_eq!(past, good_offset + 1);
@@ -484,5 +467,59 @@ async fn a_409_from_a_receiver_still_processing_a_copy_is_retried_not_parked() {
     .await;
     assert_eq!(h.receiver.count("busy-copy"), 2, "one 409, one 200");
     assert_eq!(h.metric_sum("webhook_dlq_total"), 0, "nothing parked");
+    h.stop().await;
+}
+
+/// A record that holds its partition's commit position longer than `max_hold_ms` (here it
+/// waits for a registry that is away) is told to move on: it goes to a tier, the commit
+/// passes it while the registry is still away, and the tier delivers it once it is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_record_holding_the_commit_too_long_moves_to_a_tier_and_the_commit_passes_it() {
+    let mut h = Harness::new("held").await;
+    let target = registry_settings()
+        .url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .and_then(|host| host.parse().ok())
+        .expect("the registry URL is http://<ip>:<port>/...");
+    let proxy = Proxy::start(target).await;
+    let ok = h.receiver.script("ok", |_| Reply::Status(204));
+    h.put_endpoint("ep-ok", serde_json::json!({ "url": ok }))
+        .await;
+    let mut config = h.config();
+    config.registry.url = format!("http://{}/apis/ccompat/v7", proxy.addr());
+    config.registry.timeout_ms = 1_000;
+    config.concurrency.max_hold_ms = 1_000;
+    let group = config.group_id.clone();
+    h.start(config).await;
+    proxy.set_down();
+
+    let held = event("ep-ok", 1);
+    let (partition, offset) = h.publish_avro(&held).await;
+    wait_until(DEADLINE, "the held record deferred to a tier", || async {
+        h.metrics()
+            .contains(r#"why="registry_unavailable""#)
+            .then_some(())
+    })
+    .await;
+    wait_until(DEADLINE, "the commit past the held record", || async {
+        h.committed(&group, partition)
+            .is_some_and(|committed| committed > offset)
+            .then_some(())
+    })
+    .await;
+    assert_eq!(
+        h.receiver.count("ok"),
+        0,
+        "not delivered without its schema"
+    );
+
+    proxy.set_up();
+    h.wait_for_requests("ok", 1).await;
+    assert_eq!(
+        h.receiver.received("ok")[0].header("webhook-id"),
+        Some(held.event_id.as_str())
+    );
     h.stop().await;
 }

@@ -145,6 +145,25 @@ impl Harness {
         self.shutdown = CancellationToken::new();
     }
 
+    /// The offset `group` committed for `partition` of the main topic, if any.
+    pub(crate) fn committed(&self, group: &str, partition: i32) -> Option<i64> {
+        use rdkafka::consumer::{BaseConsumer, Consumer};
+        let mut config = self.kafka.client_config();
+        config
+            .set("group.id", group)
+            .set("enable.auto.commit", "false");
+        let consumer: BaseConsumer = config.create().expect("consumer");
+        let mut list = rdkafka::TopicPartitionList::new();
+        list.add_partition(&self.topics.events, partition);
+        let committed = consumer
+            .committed_offsets(list, Duration::from_secs(10))
+            .expect("committed");
+        match committed.elements()[0].offset() {
+            rdkafka::Offset::Offset(offset) => Some(offset),
+            _ => None,
+        }
+    }
+
     pub(crate) fn metrics(&self) -> String {
         self.running
             .as_ref()

@@ -453,25 +453,6 @@ async fn a_strict_ordering_endpoint_gets_its_events_in_order_even_through_failur
     h.stop().await;
 }
 
-/// The offset the group committed for a partition of the main topic, if any.
-fn committed(h: &Harness, group: &str, partition: i32) -> Option<i64> {
-    use rdkafka::consumer::{BaseConsumer, Consumer};
-    let mut config = h.kafka.client_config();
-    config
-        .set("group.id", group)
-        .set("enable.auto.commit", "false");
-    let consumer: BaseConsumer = config.create().expect("consumer");
-    let mut list = rdkafka::TopicPartitionList::new();
-    list.add_partition(&h.topics.events, partition);
-    let committed = consumer
-        .committed_offsets(list, Duration::from_secs(10))
-        .expect("committed");
-    match committed.elements()[0].offset() {
-        rdkafka::Offset::Offset(offset) => Some(offset),
-        _ => None,
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_registry_outage_holds_avro_events_until_it_is_back_and_parking_needs_no_registry() {
     let mut h = Harness::new("outage").await;
@@ -516,7 +497,7 @@ async fn a_registry_outage_holds_avro_events_until_it_is_back_and_parking_needs_
         "not delivered without its schema"
     );
     assert!(
-        committed(&h, &group, partition).is_none_or(|c| c <= offset),
+        h.committed(&group, partition).is_none_or(|c| c <= offset),
         "the offset was committed past a record whose outcome was not durable"
     );
     assert!(
@@ -533,7 +514,7 @@ async fn a_registry_outage_holds_avro_events_until_it_is_back_and_parking_needs_
         Some(avro.event_id.as_str())
     );
     wait_until(DEADLINE, "the commit past the record", || async {
-        committed(&h, &group, partition)
+        h.committed(&group, partition)
             .is_some_and(|c| c > offset)
             .then_some(())
     })
