@@ -36,20 +36,20 @@ impl SourceRecord {
     /// Copies a consumed message.
     pub fn from_message(message: &BorrowedMessage<'_>) -> Self {
         let mut bad_header_name = None;
-        let headers = read_headers(message)
-            .into_iter()
-            .map(|header| {
-                let name = match String::from_utf8(header.name) {
-                    Ok(name) => name,
-                    Err(error) => {
-                        let lossy = String::from_utf8_lossy(error.as_bytes()).into_owned();
-                        bad_header_name.get_or_insert_with(|| lossy.clone());
-                        lossy
-                    }
-                };
-                (name, header.value)
-            })
-            .collect();
+        let read = read_headers(message);
+        // Room for the publish time that a fresh record is stamped with below.
+        let mut headers = Vec::with_capacity(read.len() + 1);
+        headers.extend(read.into_iter().map(|header| {
+            let name = match String::from_utf8(header.name) {
+                Ok(name) => name,
+                Err(error) => {
+                    let lossy = String::from_utf8_lossy(error.as_bytes()).into_owned();
+                    bad_header_name.get_or_insert_with(|| lossy.clone());
+                    lossy
+                }
+            };
+            (name, header.value)
+        }));
         let mut record = SourceRecord {
             topic: message.topic().to_owned(),
             partition: message.partition(),

@@ -103,7 +103,8 @@ impl AttemptLog {
 
     /// The dispatcher id records carry.
     pub(crate) fn dispatcher_id(&self) -> String {
-        self.dispatcher_id.to_string()
+        // Not `to_string`: on an `Arc<str>` that goes through the formatter.
+        String::from(&*self.dispatcher_id)
     }
 
     /// The excerpt of `body` records carry.
