@@ -16,7 +16,7 @@ use hookline_core::headers::{
 use hookline_dispatcher::start;
 use hookline_kafka::{Registry, TopicSpec, ensure_topics, read_headers};
 use hookline_testkit::{
-    Proxy, Receiver, Reply, TestTopics, kafka_settings, read_all, registry_settings, unique_name,
+    Receiver, Reply, TestTopics, kafka_settings, read_all, registry_settings, unique_name,
     wait_until,
 };
 use rdkafka::consumer::{Consumer, StreamConsumer};
@@ -476,20 +476,10 @@ async fn a_409_from_a_receiver_still_processing_a_copy_is_retried_not_parked() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_record_holding_the_commit_too_long_moves_to_a_tier_and_the_commit_passes_it() {
     let mut h = Harness::new("held").await;
-    let target = registry_settings()
-        .url
-        .trim_start_matches("http://")
-        .split('/')
-        .next()
-        .and_then(|host| host.parse().ok())
-        .expect("the registry URL is http://<ip>:<port>/...");
-    let proxy = Proxy::start(target).await;
     let ok = h.receiver.script("ok", |_| Reply::Status(204));
     h.put_endpoint("ep-ok", serde_json::json!({ "url": ok }))
         .await;
-    let mut config = h.config();
-    config.registry.url = format!("http://{}/apis/ccompat/v7", proxy.addr());
-    config.registry.timeout_ms = 1_000;
+    let (mut config, proxy) = h.config_behind_registry_proxy().await;
     config.concurrency.max_hold_ms = 1_000;
     let group = config.group_id.clone();
     h.start(config).await;

@@ -11,7 +11,8 @@ use hookline_core::schema::WEBHOOK_EVENT_CURRENT;
 use hookline_dispatcher::{DispatcherConfig, Running, start};
 use hookline_kafka::{KafkaSettings, Registry};
 use hookline_testkit::{
-    Receiver, TestTopics, kafka_settings, read_all, registry_settings, unique_name, wait_until,
+    Proxy, Receiver, TestTopics, kafka_settings, read_all, registry_settings, unique_name,
+    wait_until,
 };
 use rdkafka::message::{Header, Message, OwnedHeaders, OwnedMessage};
 use rdkafka::producer::{FutureProducer, FutureRecord};
@@ -143,6 +144,23 @@ impl Harness {
             running.wait().await.expect("clean stop");
         }
         self.shutdown = CancellationToken::new();
+    }
+
+    /// A proxy in front of the real registry, and this test's config reaching the registry
+    /// through it with a 1 s timeout: `proxy.set_down()` is then a registry outage.
+    pub(crate) async fn config_behind_registry_proxy(&self) -> (DispatcherConfig, Proxy) {
+        let target = registry_settings()
+            .url
+            .trim_start_matches("http://")
+            .split('/')
+            .next()
+            .and_then(|host| host.parse().ok())
+            .expect("the registry URL is http://<ip>:<port>/...");
+        let proxy = Proxy::start(target).await;
+        let mut config = self.config();
+        config.registry.url = format!("http://{}/apis/ccompat/v7", proxy.addr());
+        config.registry.timeout_ms = 1_000;
+        (config, proxy)
     }
 
     /// The offset `group` committed for `partition` of the main topic, if any.

@@ -10,7 +10,7 @@ use hmac::{Hmac, Mac};
 use hookline_core::WebhookEvent;
 use hookline_core::envelope::ErrorReason;
 use hookline_core::schema::WEBHOOK_EVENT_V1;
-use hookline_testkit::{Proxy, Reply, read_all, registry_settings, unique_name, wait_until};
+use hookline_testkit::{Reply, read_all, unique_name, wait_until};
 use rdkafka::message::Message;
 use sha2::Sha256;
 use tokio_util::sync::CancellationToken;
@@ -456,24 +456,13 @@ async fn a_strict_ordering_endpoint_gets_its_events_in_order_even_through_failur
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_registry_outage_holds_avro_events_until_it_is_back_and_parking_needs_no_registry() {
     let mut h = Harness::new("outage").await;
-    let registry = registry_settings();
-    let target = registry
-        .url
-        .trim_start_matches("http://")
-        .split('/')
-        .next()
-        .and_then(|host| host.parse().ok())
-        .expect("the registry URL is http://<ip>:<port>/...");
-    let proxy = Proxy::start(target).await;
     let gone = h.receiver.script("gone", |_| Reply::Status(410));
     h.put_endpoint("ep-gone", serde_json::json!({ "url": gone }))
         .await;
     let ok = h.receiver.script("ok", |_| Reply::Status(204));
     h.put_endpoint("ep-ok", serde_json::json!({ "url": ok }))
         .await;
-    let mut config = h.config();
-    config.registry.url = format!("http://{}/apis/ccompat/v7", proxy.addr());
-    config.registry.timeout_ms = 1_000;
+    let (config, proxy) = h.config_behind_registry_proxy().await;
     let group = config.group_id.clone();
     h.start(config).await;
     proxy.set_down();
