@@ -173,7 +173,7 @@ impl Spawn {
         let _link_done = match self.link.take() {
             Some(mut link) => {
                 tokio::select! {
-                    () = delivery.cancel().cancelled() => return,
+                    () = delivery.partition.cancel.cancelled() => return,
                     () = link.previous() => {}
                 }
                 Some(link.done)
@@ -183,12 +183,12 @@ impl Spawn {
         let key = delivery.record.partition_key();
         let offset = delivery.record.offset;
         // Cancelled (revoked without draining, or shutdown's grace over): the delivery stops
-        // wherever it is and its offset stays uncommitted. This is where a delivery's waits
-        // end on cancellation (the admission waits, the busiest, do not watch for it
-        // themselves); it is looked at first, so a cancelled delivery takes no further step.
+        // wherever it is and its offset stays uncommitted. This is the one place a delivery's
+        // waits end on cancellation (none of them watches for it itself); it is looked at
+        // first, so a cancelled delivery takes no further step.
         let finished = tokio::select! {
             biased;
-            () = delivery.cancel().cancelled() => false,
+            () = delivery.partition.cancel.cancelled() => false,
             outcome = delivery::run(&ctx, delivery) => outcome.is_ok(),
         };
         if finished {

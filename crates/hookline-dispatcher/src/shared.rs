@@ -135,13 +135,15 @@ impl Shared {
         let in_flight = tracker.total_in_flight();
         drop(tracker);
         let mut signals = lock(&self.signals);
-        let of_partition =
-            match signals.get(key) {
-                Some(of_partition) => Arc::clone(of_partition),
-                None => Arc::clone(signals.entry(key.clone()).or_insert_with(|| {
-                    Arc::new(PartitionSignals::new(self.abandon.child_token()))
-                })),
-            };
+        // Looked up by reference: the key is copied only for a partition's first delivery.
+        let of_partition = match signals.get(key) {
+            Some(of_partition) => Arc::clone(of_partition),
+            None => {
+                let of_partition = Arc::new(PartitionSignals::new(self.abandon.child_token()));
+                signals.insert(key.clone(), Arc::clone(&of_partition));
+                of_partition
+            }
+        };
         (of_partition, in_flight)
     }
 

@@ -201,9 +201,8 @@ fn breaker_ticket<'a>(ctx: &'a Ctx, target: &'a Target) -> Result<BreakerTicket<
 /// Waits for `future` until `deadline` (none: no deadline) or the delivery's order to move
 /// on. Past the deadline it waits on while the dispatcher has room or only its own
 /// endpoint's records are held back ([`crate::pressure`]), and gives way (a tier) once
-/// another's are. A closed semaphore means the dispatcher is stopping. The delivery's
-/// cancellation is not waited for here: the record's task drops the whole delivery, this
-/// wait with it, when it is cancelled (`poll::Spawn::run`).
+/// another's are. A closed semaphore means the dispatcher is stopping. A cancelled delivery
+/// is dropped by its task, this wait with it (`poll::Spawn::run`).
 async fn wait<T>(
     ctx: &Ctx,
     delivery: &Delivery,

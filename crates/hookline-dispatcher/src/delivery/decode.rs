@@ -94,7 +94,6 @@ pub(crate) async fn event(ctx: &Ctx, delivery: &Delivery) -> Result<WebhookEvent
                 ctx.metrics.registry_wait();
                 tracing::warn!(%error, "the registry cannot answer; waiting to decode");
                 tokio::select! {
-                    () = delivery.cancel().cancelled() => return Err(Halt::Abandoned),
                     () = delivery.moved_on() => {
                         return Err(Halt::Defer {
                             why: "registry_unavailable",

@@ -22,7 +22,6 @@ use hookline_core::headers::{DeliveryMeta, TRACEPARENT};
 use hookline_core::policy::RetryPolicy;
 use opentelemetry::KeyValue;
 use tokio::sync::Semaphore;
-use tokio_util::sync::CancellationToken;
 
 pub(crate) use decode::{Intake, intake};
 pub(crate) use write::{Abandoned, Writer};
@@ -89,11 +88,6 @@ pub(crate) struct Delivery {
 }
 
 impl Delivery {
-    /// Cancelled when the delivery is to stop where it is (its offset stays uncommitted).
-    pub fn cancel(&self) -> &CancellationToken {
-        &self.partition.cancel
-    }
-
     /// Returns once this record is told to move on to a tier.
     pub async fn moved_on(&self) {
         self.partition.moved_on(self.record.offset).await;
@@ -356,10 +350,7 @@ async fn stages(ctx: &Ctx, delivery: &Delivery, job: &mut Job<'_>) -> Result<Out
                     error = %attempt.detail, delay_ms = wait,
                     "attempt failed; retrying in place to keep the endpoint's order"
                 );
-                tokio::select! {
-                    () = delivery.cancel().cancelled() => return Err(Halt::Abandoned),
-                    () = tokio::time::sleep(Duration::from_millis(wait)) => {}
-                }
+                tokio::time::sleep(Duration::from_millis(wait)).await;
                 job.life.step(Step::Resume);
             }
             Decision::Retry(schedule) => {

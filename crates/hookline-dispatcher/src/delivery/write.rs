@@ -14,7 +14,6 @@ use hookline_kafka::FutureProducer;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::FutureRecord;
-use tokio_util::sync::CancellationToken;
 
 use super::{Ctx, Delivery, Job, now_ms};
 use crate::envelope::{Failure, build_envelope};
@@ -29,14 +28,6 @@ use crate::record::SourceRecord;
 #[derive(Debug, thiserror::Error)]
 #[error("stopped before the outcome was durable")]
 pub struct Abandoned;
-
-/// Why a write did not happen.
-enum WriteError {
-    /// It can never succeed as it is.
-    Permanent(KafkaError),
-    /// The dispatcher stopped waiting for the broker.
-    Abandoned,
-}
 
 /// Writes retry copies and DLQ envelopes.
 pub(crate) struct Writer {
@@ -78,26 +69,23 @@ impl Writer {
         record: &SourceRecord,
         meta: &DeliveryMeta,
         topic: &str,
-        cancel: &CancellationToken,
-    ) -> Result<(), WriteError> {
+    ) -> Result<(), KafkaError> {
         let headers = carried_headers(record, meta);
         let (key, value) = (record.key.as_deref(), record.value.as_deref());
-        self.produce(topic, key, value, &headers, cancel)
-            .await
-            .map(|_| ())
+        self.produce(topic, key, value, &headers).await.map(|_| ())
     }
 
     /// The one write loop: waits out a broker that is down (backing off), returns at once
-    /// on a permanent error or when cancelled. Returns where the record was written
-    /// (partition, offset).
+    /// on a permanent error (the error it returns). Returns where the record was written
+    /// (partition, offset). A cancelled delivery is dropped by its task wherever it waits,
+    /// this loop included (`poll::Spawn::run`).
     async fn produce(
         &self,
         topic: &str,
         key: Option<&[u8]>,
         value: Option<&[u8]>,
         headers: &[(String, Vec<u8>)],
-        cancel: &CancellationToken,
-    ) -> Result<(i32, i64), WriteError> {
+    ) -> Result<(i32, i64), KafkaError> {
         let mut backoff = FIRST_BACKOFF;
         loop {
             let mut owned = OwnedHeaders::new_with_capacity(headers.len());
@@ -114,23 +102,17 @@ impl Writer {
             if let Some(value) = value {
                 record = record.payload(value);
             }
-            let sent = tokio::select! {
-                () = cancel.cancelled() => return Err(WriteError::Abandoned),
-                sent = self.producer.send(record, Duration::from_secs(30)) => sent,
-            };
-            let error = match sent {
+            let error = match self.producer.send(record, Duration::from_secs(30)).await {
                 Ok(written) => return Ok((written.partition, written.offset)),
                 Err((error, _)) => error,
             };
             if is_permanent(&error) {
                 tracing::warn!(%error, topic, "a write that can never succeed");
-                return Err(WriteError::Permanent(error));
+                return Err(error);
             }
             tracing::warn!(%error, topic, "writing a record failed; retrying");
-            tokio::select! {
-                () = cancel.cancelled() => return Err(WriteError::Abandoned),
-                () = tokio::time::sleep(backoff) => backoff = (backoff * 2).min(MAX_BACKOFF),
-            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(MAX_BACKOFF);
         }
     }
 }
@@ -262,14 +244,9 @@ async fn write_copy(
         .settings
         .tiers
         .topic(&ctx.settings.events_topic, &schedule.tier);
-    match ctx
-        .writer
-        .copy(&delivery.record, &job.meta, &topic, delivery.cancel())
-        .await
-    {
+    match ctx.writer.copy(&delivery.record, &job.meta, &topic).await {
         Ok(()) => Ok(outcome),
-        Err(WriteError::Abandoned) => Err(Abandoned),
-        Err(WriteError::Permanent(error)) => {
+        Err(error) => {
             let message = format!(
                 "{}the retry copy cannot be written: {error}",
                 failed.context
@@ -328,13 +305,7 @@ pub(crate) async fn park(
             }
         };
         match writer
-            .produce(
-                &writer.dlq_topic,
-                key,
-                Some(&bytes),
-                &headers,
-                delivery.cancel(),
-            )
+            .produce(&writer.dlq_topic, key, Some(&bytes), &headers)
             .await
         {
             Ok(written) => {
@@ -352,8 +323,7 @@ pub(crate) async fn park(
                     payload_cut: envelope.original_payload_truncated,
                 });
             }
-            Err(WriteError::Abandoned) => return Err(Abandoned),
-            Err(WriteError::Permanent(error)) if !cut_down => {
+            Err(error) if !cut_down => {
                 // The original headers travel inside the envelope (cut if need be); as
                 // Kafka headers of the DLQ record only hookline's own are kept.
                 tracing::warn!(%error, "the DLQ refused the envelope; cutting it further");
@@ -361,13 +331,11 @@ pub(crate) async fn park(
                 headers = meta_headers(&job.meta);
                 limit = room(writer.max_message_bytes, key, &headers).min(SMALL_ENVELOPE);
             }
-            Err(WriteError::Permanent(error)) => {
+            Err(error) => {
                 ctx.metrics.dlq_write_refused();
                 tracing::error!(%error, "the DLQ topic refuses even a small envelope; retrying");
-                tokio::select! {
-                    () = delivery.cancel().cancelled() => return Err(Abandoned),
-                    () = tokio::time::sleep(backoff) => backoff = (backoff * 2).min(MAX_BACKOFF),
-                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
             }
         }
     }
