@@ -10,7 +10,7 @@ use hookline_core::WebhookEvent;
 use super::validate::Target;
 use super::{Ctx, Job, now_ms};
 use crate::events::Outcome;
-use crate::ledger::{Claim, LedgerError, Terminal};
+use crate::ledger::{Claim, LedgerError, PgLedger, Terminal};
 
 /// What the ledger says about a copy about to be delivered.
 pub(crate) enum Check {
@@ -23,10 +23,59 @@ pub(crate) enum Check {
 }
 
 /// The PostgreSQL row a delivery will settle, and its lease (none when it could not be
-/// taken).
-pub(crate) struct Ticket {
+/// taken). A delivery stopped before it settles (its partition revoked, or the shutdown's
+/// grace over) gives the lease back as the ticket is dropped, so that the partition's next
+/// owner delivers at once instead of waiting the lease out; unless it was stopped during an
+/// attempt: the endpoint may still be working on that request, and the lease keeps a second
+/// copy from being sent beside it until it runs out.
+pub(crate) struct Ticket<'a> {
     pub endpoint: String,
     pub token: Option<String>,
+    /// An attempt is out.
+    attempting: bool,
+    /// The lease to give back if the delivery is dropped unsettled (taken by [`settle`]).
+    unsettled: Option<Unsettled<'a>>,
+}
+
+struct Unsettled<'a> {
+    ctx: &'a Ctx,
+    postgres: &'a PgLedger,
+    event_id: String,
+}
+
+impl Ticket<'_> {
+    /// Marks an attempt as out (`true`) or back (`false`).
+    pub(crate) fn attempting(ticket: &mut Option<Self>, out: bool) {
+        if let Some(ticket) = ticket {
+            ticket.attempting = out;
+        }
+    }
+}
+
+impl Drop for Ticket<'_> {
+    fn drop(&mut self) {
+        let (Some(lease), Some(token)) = (self.unsettled.take(), self.token.take()) else {
+            return;
+        };
+        if self.attempting {
+            return;
+        }
+        let Some(tasks) = lease.ctx.ledger.as_ref().map(|ledger| &ledger.tasks) else {
+            return;
+        };
+        let postgres = lease.postgres.clone();
+        let metrics = lease.ctx.metrics.clone();
+        let endpoint = std::mem::take(&mut self.endpoint);
+        tasks.spawn(async move {
+            match postgres.release(&endpoint, &lease.event_id, &token).await {
+                Ok(()) => tracing::debug!("a stopped delivery gave its lease back"),
+                Err(error) => {
+                    metrics.ledger_error(error.store(), error.op());
+                    tracing::warn!(%error, "a stopped delivery could not give its lease back");
+                }
+            }
+        });
+    }
 }
 
 fn failed(ctx: &Ctx, error: &LedgerError, what: &str) {
@@ -36,11 +85,11 @@ fn failed(ctx: &Ctx, error: &LedgerError, what: &str) {
 
 /// Asks the ledgers about this copy; with PostgreSQL, a copy to deliver leaves with a
 /// [`Ticket`] in `ticket`.
-pub(crate) async fn check(
-    ctx: &Ctx,
+pub(crate) async fn check<'a>(
+    ctx: &'a Ctx,
     target: &Target,
     event: &WebhookEvent,
-    ticket: &mut Option<Ticket>,
+    ticket: &mut Option<Ticket<'a>>,
 ) -> Check {
     let Some(ledger) = &ctx.ledger else {
         return Check::Deliver;
@@ -77,6 +126,12 @@ pub(crate) async fn check(
     *ticket = Some(Ticket {
         endpoint: endpoint.to_owned(),
         token,
+        attempting: false,
+        unsettled: Some(Unsettled {
+            ctx,
+            postgres,
+            event_id: event.event_id.clone(),
+        }),
     });
     Check::Deliver
 }
@@ -102,14 +157,16 @@ pub(crate) async fn remember_delivered(ctx: &Ctx, target: &Target, event: &Webho
 
 /// Tells PostgreSQL how the delivery ended (`None`: abandoned): a durable outcome is
 /// recorded, anything else gives the lease back so that the next copy goes at once.
-pub(crate) async fn settle(ctx: &Ctx, job: &Job<'_>, outcome: Option<&Outcome>) {
-    let (Some(ticket), Some(event)) = (&job.ledger, &job.event) else {
+pub(crate) async fn settle(job: &mut Job<'_>, outcome: Option<&Outcome>) {
+    let Some(ticket) = &mut job.ledger else {
         return;
     };
-    let Some(postgres) = ctx
-        .ledger
-        .as_ref()
-        .and_then(|ledger| ledger.postgres.as_ref())
+    // Settled here, whatever PostgreSQL answers: the drop has nothing left to give back.
+    let Some(Unsettled {
+        ctx,
+        postgres,
+        event_id,
+    }) = ticket.unsettled.take()
     else {
         return;
     };
@@ -124,7 +181,7 @@ pub(crate) async fn settle(ctx: &Ctx, job: &Job<'_>, outcome: Option<&Outcome>) 
         (Some(terminal), token) => postgres
             .finish(
                 &ticket.endpoint,
-                &event.event_id,
+                &event_id,
                 token.as_deref(),
                 terminal,
                 job.meta.attempt,
@@ -132,11 +189,7 @@ pub(crate) async fn settle(ctx: &Ctx, job: &Job<'_>, outcome: Option<&Outcome>) 
             )
             .await
             .map(|_| ()),
-        (None, Some(token)) => {
-            postgres
-                .release(&ticket.endpoint, &event.event_id, token)
-                .await
-        }
+        (None, Some(token)) => postgres.release(&ticket.endpoint, &event_id, token).await,
         (None, None) => Ok(()),
     };
     if let Err(error) = result {

@@ -131,7 +131,7 @@ pub(crate) struct Job<'a> {
     /// The delivery's exported span.
     pub trace: DeliverySpan,
     /// The PostgreSQL ledger's row and lease, once the ledger let the delivery go on.
-    pub ledger: Option<ledger::Ticket>,
+    pub ledger: Option<ledger::Ticket<'a>>,
     /// The HTTP status of the last attempt, if it got one.
     pub last_status: Option<u16>,
 }
@@ -210,14 +210,14 @@ pub(crate) async fn run(ctx: &Ctx, delivery: &Delivery) -> Result<Outcome, Aband
         }
     };
     // Whatever the end, the PostgreSQL ledger learns it (a lease is never left behind).
-    ledger::settle(ctx, &job, result.as_ref().ok()).await;
+    ledger::settle(&mut job, result.as_ref().ok()).await;
     let outcome = result?;
     attempts::hooks::outcome(&ctx.attempt_log, &job, &delivery.record, &outcome);
     outcome.emit(&ctx.metrics, &mut job.life);
     Ok(outcome)
 }
 
-async fn stages(ctx: &Ctx, delivery: &Delivery, job: &mut Job<'_>) -> Result<Outcome, Halt> {
+async fn stages<'a>(ctx: &'a Ctx, delivery: &Delivery, job: &mut Job<'a>) -> Result<Outcome, Halt> {
     job.life.step(Step::Validate);
     let span = tracing::Span::current();
     match &delivery.intake {
@@ -271,7 +271,9 @@ async fn stages(ctx: &Ctx, delivery: &Delivery, job: &mut Job<'_>) -> Result<Out
             .set(|| KeyValue::new("webhook.attempt", i64::from(attempt_no)));
         let now = now_ms();
         let first_attempt_at = job.meta.first_attempt_at_ms.unwrap_or(now);
+        ledger::Ticket::attempting(&mut job.ledger, true);
         let attempt = attempt::send(ctx, &target, event, &job.trace, attempt_no).await;
+        ledger::Ticket::attempting(&mut job.ledger, false);
         let classification = classify(attempt.outcome, &ctx.settings.classify);
         let endpoint_id = target.endpoint.id.as_str();
         attempts::hooks::attempt(

@@ -140,6 +140,9 @@ impl LedgerSettings {
 pub(crate) struct Ledger {
     pub redis: Option<RedisLedger>,
     pub postgres: Option<PgLedger>,
+    /// The dispatcher's tasks: a lease given back after its delivery was stopped is given
+    /// back by one of them, which the dispatcher's stop waits for.
+    pub tasks: TaskTracker,
 }
 
 /// Reaches the configured ledgers. Redis must answer a PING (start-up fails otherwise).
@@ -205,5 +208,9 @@ pub(crate) async fn start(
         }
         None => None,
     };
-    Ok(Some(Ledger { redis, postgres }))
+    Ok(Some(Ledger {
+        redis,
+        postgres,
+        tasks: tracker.clone(),
+    }))
 }

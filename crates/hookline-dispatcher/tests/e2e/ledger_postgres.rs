@@ -2,9 +2,11 @@
 //! registry and the stack's PostgreSQL, `HOOKLINE_TEST_POSTGRES`), a real HTTP receiver on
 //! 127.0.0.1:0, and each test's ledger tables in a schema of its own.
 
+use std::time::Duration;
+
 use hookline_core::secret::Secret;
 use hookline_dispatcher::DispatcherConfig;
-use hookline_testkit::Reply;
+use hookline_testkit::{Reply, wait_until};
 use sqlx::Row;
 
 use crate::harness::{Harness, event};
@@ -54,6 +56,19 @@ async fn trail(schema: &str, endpoint: &str, event_id: &str) -> Vec<String> {
     .into_iter()
     .map(|row| row.get::<String, _>(0))
     .collect()
+}
+
+/// Whether the delivery's row holds a lease that has not run out (`None`: no row).
+async fn lease_live(schema: &str, endpoint: &str, event_id: &str) -> Option<bool> {
+    sqlx::query_scalar(
+        "SELECT coalesce(lease_expires_at > now(), false) FROM webhook_deliveries \
+         WHERE endpoint_id = $1 AND event_id = $2",
+    )
+    .bind(endpoint)
+    .bind(event_id)
+    .fetch_optional(&db(schema).await)
+    .await
+    .expect("the delivery's lease")
 }
 
 async fn drop_schema(schema: &str) {
@@ -171,4 +186,95 @@ async fn postgres_unreachable_deliveries_go_on_and_errors_are_counted() {
     assert!(!metrics.contains("s3cretpw"));
     assert_eq!(h.metric_sum("webhook_dlq_total"), 0, "{metrics}");
     h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_a_delivery_stopped_before_its_attempt_gives_its_lease_back() {
+    let mut h = Harness::new("pgledger-stop").await;
+    let schema = schema("stop");
+    // The first request never gets an answer; the endpoint takes one request at a time, so
+    // the second event waits for it, under its lease, when the dispatcher stops.
+    let url = h.receiver.script("pgstop", |n| {
+        if n == 0 {
+            Reply::Hang
+        } else {
+            Reply::Status(200)
+        }
+    });
+    h.put_endpoint(
+        "ep-pgstop",
+        serde_json::json!({ "url": url, "max_concurrency": 1 }),
+    )
+    .await;
+    let mut config = config(&h, &schema);
+    config.ledger.lease_ms = 300_000;
+    config.http.timeout_ms = 60_000;
+    config.shutdown_grace_ms = 300;
+    h.start(config.clone()).await;
+
+    let first = event("ep-pgstop", 1);
+    let second = event("ep-pgstop", 2);
+    h.publish_json(&first).await;
+    h.wait_for_requests("pgstop", 1).await;
+    h.publish_json(&second).await;
+    wait_until(
+        Duration::from_secs(30),
+        "the second delivery takes its lease",
+        || async {
+            (lease_live(&schema, "ep-pgstop", &second.event_id).await == Some(true)).then_some(())
+        },
+    )
+    .await;
+    h.stop().await;
+
+    // Stopped while it waited for the endpoint, the second gives its lease back; the first,
+    // stopped while the endpoint had its request, keeps its own until it runs out.
+    assert_eq!(
+        lease_live(&schema, "ep-pgstop", &second.event_id).await,
+        Some(false),
+        "the second delivery's lease was given back"
+    );
+    assert_eq!(
+        lease_live(&schema, "ep-pgstop", &first.event_id).await,
+        Some(true),
+        "the first delivery's lease is kept"
+    );
+
+    // The partition's next owner (the same group again) delivers the second at once; the
+    // first is put off while its lease lives, not sent beside the request still out.
+    h.start(config).await;
+    let ids = |h: &Harness| -> Vec<String> {
+        h.receiver
+            .received("pgstop")
+            .iter()
+            .filter_map(|r| r.header("webhook-id").map(str::to_owned))
+            .collect()
+    };
+    wait_until(
+        Duration::from_secs(30),
+        "the second event is delivered by the next dispatcher",
+        || async { ids(&h).contains(&second.event_id).then_some(()) },
+    )
+    .await;
+    wait_until(
+        Duration::from_secs(30),
+        "the first event is put off under its lease",
+        || async { h.metrics().contains(r#"why="in_flight""#).then_some(()) },
+    )
+    .await;
+    assert_eq!(
+        ids(&h).iter().filter(|id| **id == first.event_id).count(),
+        1,
+        "the first event was not sent again under its lease"
+    );
+    assert_eq!(
+        trail(&schema, "ep-pgstop", &second.event_id).await,
+        [
+            "Received->Processing",
+            "Processing->Processing",
+            "Processing->Succeeded"
+        ]
+    );
+    h.stop().await;
+    drop_schema(&schema).await;
 }
