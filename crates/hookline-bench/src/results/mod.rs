@@ -42,6 +42,14 @@ pub struct ScenarioResult {
     pub throughput_ratio: Option<f64>,
     /// Its CPU per delivery over the baseline's.
     pub cpu_ratio: Option<f64>,
+    /// Round against round: the median of each round's deliveries/s over the baseline's
+    /// round of the same number, when both ran the same rounds, more than one. The rounds
+    /// alternate (ceiling, forwarder, pipeline, isolation, many), so a round is set against
+    /// the baseline's run just before it, at the machine's speed of the moment; the ratio of
+    /// the medians can set a fast round against a slow one.
+    pub throughput_ratio_paired: Option<f64>,
+    /// Round against round, as `throughput_ratio_paired`: CPU per delivery.
+    pub cpu_ratio_paired: Option<f64>,
     /// Figures of its own (in-flight limit, idle CPU, RSS per 10,000 endpoints...).
     pub notes: BTreeMap<String, f64>,
     /// Each round.
@@ -82,6 +90,8 @@ impl ScenarioResult {
             against: None,
             throughput_ratio: None,
             cpu_ratio: None,
+            throughput_ratio_paired: None,
+            cpu_ratio_paired: None,
             notes: BTreeMap::new(),
             runs,
         }
@@ -96,6 +106,20 @@ impl ScenarioResult {
         self.against = Some(baseline.scenario.clone());
         self.throughput_ratio = Some(self.deliveries_per_s / baseline.deliveries_per_s);
         self.cpu_ratio = Some(self.cpu_ms_per_1k_deliveries / baseline.cpu_ms_per_1k_deliveries);
+        self.throughput_ratio_paired = self.paired(baseline, |run| run.deliveries_per_s);
+        self.cpu_ratio_paired = self.paired(baseline, |run| run.cpu_ms_per_1k_deliveries);
+    }
+
+    /// The median over the rounds of this round's measure over the baseline's same round.
+    fn paired(&self, baseline: &ScenarioResult, measure: fn(&Measured) -> f64) -> Option<f64> {
+        (self.runs.len() > 1 && self.runs.len() == baseline.runs.len()).then(|| {
+            let ratios = self
+                .runs
+                .iter()
+                .zip(&baseline.runs)
+                .map(|(run, base)| measure(run) / measure(base));
+            Spread::of(ratios).median
+        })
     }
 }
 
@@ -247,6 +271,22 @@ fn targets(scenarios: &[ScenarioResult], ratios: &Ratios, quick: bool) -> Vec<Ta
         1.3,
         "x",
     );
+    if let Some(pipeline) = get("pipeline") {
+        add(
+            "pipeline / forwarder throughput, round against round".into(),
+            pipeline.throughput_ratio_paired,
+            true,
+            1.0,
+            "x",
+        );
+        add(
+            "pipeline / forwarder CPU per delivery, round against round".into(),
+            pipeline.cpu_ratio_paired,
+            false,
+            1.3,
+            "x",
+        );
+    }
     add(
         "many endpoints / pipeline throughput".into(),
         get("many").and_then(|s| s.throughput_ratio),

@@ -86,6 +86,25 @@ impl Results {
                 ratio(s.cpu_ratio),
             );
         }
+        let paired: Vec<String> = self
+            .scenarios
+            .iter()
+            .filter_map(|s| {
+                let (thr, cpu) = s.throughput_ratio_paired.zip(s.cpu_ratio_paired)?;
+                Some(format!(
+                    "{} / {} thr {thr:.2}x CPU {cpu:.2}x",
+                    s.scenario,
+                    s.against.as_deref()?
+                ))
+            })
+            .collect();
+        if !paired.is_empty() {
+            let _ = writeln!(
+                out,
+                "round against round (the median of each round over its baseline's round): {}",
+                paired.join("; ")
+            );
+        }
         let _ = writeln!(out);
         for s in &self.scenarios {
             let _ = write!(out, "{:<11} {}", s.scenario, s.what);

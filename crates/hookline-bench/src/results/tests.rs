@@ -160,3 +160,81 @@ fn a_quick_run_judges_no_target() {
             .contains("quick run: sizes too small to judge")
     );
 }
+
+#[test]
+fn round_against_round_sets_each_round_against_its_baselines_same_round() {
+    // The machine slowed in round 3: the forwarder's third round is half as fast as its
+    // others, and the pipeline's first. The medians set 5,000/s against 10,000/s (0.5x),
+    // although two of the three rounds were even.
+    let forwarder = ScenarioResult::of(
+        "forwarder",
+        "f".to_owned(),
+        vec![
+            measured(20_000, 2.0, 1.0, 30.0, 10.0),
+            measured(20_000, 2.0, 2.0, 30.0, 10.0),
+            measured(20_000, 4.0, 2.0, 30.0, 10.0),
+        ],
+    );
+    let pipeline = ScenarioResult::of(
+        "pipeline",
+        "p".to_owned(),
+        vec![
+            measured(20_000, 4.0, 1.5, 50.0, 10.0),
+            measured(20_000, 2.0, 2.2, 50.0, 10.0),
+            measured(20_000, 4.0, 3.0, 50.0, 10.0),
+        ],
+    );
+    let one_round = ScenarioResult::of(
+        "many",
+        "m".to_owned(),
+        vec![measured(20_000, 4.0, 2.0, 50.0, 10.0)],
+    );
+    let results = Results::new(
+        results(false).machine,
+        results(false).versions,
+        Sizes::new(false, None),
+        Vec::new(),
+        vec![forwarder, pipeline, one_round],
+    );
+    let get = |name: &str| {
+        results
+            .scenarios
+            .iter()
+            .find(|s| s.scenario == name)
+            .expect(name)
+    };
+    let pipeline = get("pipeline");
+    let close = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 1e-9);
+    assert!(close(pipeline.throughput_ratio, 0.5), "{pipeline:?}");
+    // Rounds: 0.5x, 1.0x, 1.0x.
+    assert!(close(pipeline.throughput_ratio_paired, 1.0), "{pipeline:?}");
+    // CPU ms per 1,000: 75, 110, 150 against 50, 100, 100: medians 110 / 100; rounds 1.5x,
+    // 1.1x, 1.5x.
+    assert!(close(pipeline.cpu_ratio, 1.1), "{pipeline:?}");
+    assert!(close(pipeline.cpu_ratio_paired, 1.5), "{pipeline:?}");
+    // One round against three: nothing to pair.
+    assert_eq!(get("many").throughput_ratio_paired, None);
+    assert_eq!(get("many").cpu_ratio_paired, None);
+    let target = |what: &str| {
+        results
+            .targets
+            .iter()
+            .find(|t| t.what == what)
+            .unwrap_or_else(|| panic!("{what}: {:?}", results.targets))
+            .met
+    };
+    assert_eq!(target("pipeline / forwarder throughput"), Some(false));
+    assert_eq!(
+        target("pipeline / forwarder throughput, round against round"),
+        Some(true)
+    );
+    assert_eq!(
+        target("pipeline / forwarder CPU per delivery, round against round"),
+        Some(false)
+    );
+    let table = results.table();
+    assert!(
+        table.contains("round against round (the median of each round over its baseline's round): pipeline / forwarder thr 1.00x CPU 1.50x"),
+        "{table}"
+    );
+}
