@@ -150,6 +150,7 @@ impl Results {
                 ""
             }
         );
+        let width = self.targets.iter().map(|t| t.what.len()).max().unwrap_or(0);
         for t in &self.targets {
             let verdict = match t.met {
                 Some(true) => "met",
@@ -158,7 +159,7 @@ impl Results {
             };
             let _ = writeln!(
                 out,
-                "  {:<52} {:>10.2}  {:<16} {verdict}",
+                "  {:<width$} {:>10.2}  {:<16} {verdict}",
                 t.what, t.value, t.bound
             );
         }
