@@ -85,6 +85,14 @@ pub(crate) fn results(quick: bool) -> Results {
     )
 }
 
+fn scenario<'a>(results: &'a Results, name: &str) -> &'a ScenarioResult {
+    results
+        .scenarios
+        .iter()
+        .find(|s| s.scenario == name)
+        .expect(name)
+}
+
 #[test]
 fn the_ratios_are_exactly_the_issues_and_right() {
     let results = results(false);
@@ -118,13 +126,7 @@ fn the_ratios_are_exactly_the_issues_and_right() {
 #[test]
 fn each_scenario_is_compared_with_its_own_baseline() {
     let results = results(false);
-    let get = |name: &str| {
-        results
-            .scenarios
-            .iter()
-            .find(|s| s.scenario == name)
-            .expect(name)
-    };
+    let get = |name: &str| scenario(&results, name);
     assert_eq!(get("ceiling").against, None);
     assert_eq!(get("forwarder").against.as_deref(), Some("ceiling"));
     assert_eq!(get("pipeline").against.as_deref(), Some("forwarder"));
@@ -163,32 +165,19 @@ fn a_quick_run_judges_no_target() {
 
 #[test]
 fn round_against_round_sets_each_round_against_its_baselines_same_round() {
-    // The machine slowed in round 3: the forwarder's third round is half as fast as its
-    // others, and the pipeline's first. The medians set 5,000/s against 10,000/s (0.5x),
-    // although two of the three rounds were even.
-    let forwarder = ScenarioResult::of(
-        "forwarder",
-        "f".to_owned(),
-        vec![
-            measured(20_000, 2.0, 1.0, 30.0, 10.0),
-            measured(20_000, 2.0, 2.0, 30.0, 10.0),
-            measured(20_000, 4.0, 2.0, 30.0, 10.0),
-        ],
-    );
-    let pipeline = ScenarioResult::of(
-        "pipeline",
-        "p".to_owned(),
-        vec![
-            measured(20_000, 4.0, 1.5, 50.0, 10.0),
-            measured(20_000, 2.0, 2.2, 50.0, 10.0),
-            measured(20_000, 4.0, 3.0, 50.0, 10.0),
-        ],
-    );
-    let one_round = ScenarioResult::of(
-        "many",
-        "m".to_owned(),
-        vec![measured(20_000, 4.0, 2.0, 50.0, 10.0)],
-    );
+    // 20,000 deliveries a round, (wall s, CPU s) each. The machine slowed in round 3 (both
+    // sides half as fast), and the pipeline's first round was slow too. The medians set
+    // 5,000/s against 10,000/s (0.5x), although two of the three rounds were even.
+    let rounds = |name: &str, runs: &[(f64, f64)]| {
+        let runs = runs
+            .iter()
+            .map(|&(wall_s, cpu_s)| measured(20_000, wall_s, cpu_s, 50.0, 10.0))
+            .collect();
+        ScenarioResult::of(name, name.to_owned(), runs)
+    };
+    let forwarder = rounds("forwarder", &[(2.0, 1.0), (2.0, 2.0), (4.0, 2.0)]);
+    let pipeline = rounds("pipeline", &[(4.0, 1.5), (2.0, 2.2), (4.0, 3.0)]);
+    let one_round = rounds("many", &[(4.0, 2.0)]);
     let results = Results::new(
         results(false).machine,
         results(false).versions,
@@ -196,13 +185,7 @@ fn round_against_round_sets_each_round_against_its_baselines_same_round() {
         Vec::new(),
         vec![forwarder, pipeline, one_round],
     );
-    let get = |name: &str| {
-        results
-            .scenarios
-            .iter()
-            .find(|s| s.scenario == name)
-            .expect(name)
-    };
+    let get = |name: &str| scenario(&results, name);
     let pipeline = get("pipeline");
     let close = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 1e-9);
     assert!(close(pipeline.throughput_ratio, 0.5), "{pipeline:?}");
