@@ -17,8 +17,8 @@ use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::error::KafkaError;
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::{Semaphore, oneshot};
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::context::{DispatchContext, commit};
 use crate::delivery::{self, Ctx, Delivery, Intake, now_ms};
@@ -44,7 +44,9 @@ pub(crate) async fn run_loop(
 ) -> Result<()> {
     let settings = Arc::clone(&ctx.settings);
     let pending = Arc::new(Semaphore::new(settings.max_pending));
-    let mut tasks = JoinSet::new();
+    // The delivery tasks: counted, not joined one by one (a task's end wakes nobody but
+    // the drain on shutdown). A task that panics is reported by the runtime's panic hook.
+    let tasks = TaskTracker::new();
     let mut chains = Chains::default();
     // A fetched record that found no pending place: no more are fetched until it has one.
     let mut held: Option<Ready> = None;
@@ -56,11 +58,6 @@ pub(crate) async fn run_loop(
         tokio::select! {
             biased;
             () = shutdown.cancelled() => break,
-            Some(joined) = tasks.join_next(), if !tasks.is_empty() => {
-                if let Err(error) = joined {
-                    tracing::error!(%error, "a delivery task failed");
-                }
-            }
             () = sleep_until(next_resume), if next_resume.is_some() => {
                 resume_ready(&consumer, &shared, &chains, &ctx);
             }
@@ -131,17 +128,15 @@ pub(crate) async fn run_loop(
     }
     let in_flight = tasks.len();
     tracing::info!(in_flight, "shutting down: draining deliveries");
-    let drained = tokio::time::timeout(settings.shutdown_grace, async {
-        while tasks.join_next().await.is_some() {}
-    })
-    .await;
+    tasks.close();
+    let drained = tokio::time::timeout(settings.shutdown_grace, tasks.wait()).await;
     if drained.is_err() {
         tracing::warn!(
             left = tasks.len(),
             "grace period over; abandoning the rest (delivered again later)"
         );
         abandon.cancel();
-        while tasks.join_next().await.is_some() {}
+        tasks.wait().await;
         shared.forget_all();
     }
     commit(consumer.as_ref());
