@@ -160,32 +160,45 @@ pub(crate) fn is_json_content_type(content_type: &str) -> bool {
 }
 
 /// Removes the insignificant whitespace of valid JSON text, keeping everything else.
-/// Byte by byte: whitespace, quotes and backslashes are ASCII, and no byte of a multi-byte
-/// UTF-8 character is, so the runs copied between removed bytes are whole characters.
+/// Whitespace, quotes and backslashes are ASCII, and no byte of a multi-byte UTF-8
+/// character is, so the runs copied between removed bytes are whole characters.
 fn compact_json(json: &str) -> Vec<u8> {
     let bytes = json.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut run_start = 0;
-    let mut in_string = false;
-    let mut escaped = false;
-    for (at, &byte) in bytes.iter().enumerate() {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if byte == b'\\' {
-                escaped = true;
-            } else if byte == b'"' {
-                in_string = false;
+    let mut at = 0;
+    while let Some(&byte) = bytes.get(at) {
+        match byte {
+            b'"' => at = string_end(bytes, at + 1),
+            b' ' | b'\t' | b'\n' | b'\r' => {
+                out.extend_from_slice(&bytes[run_start..at]);
+                at += 1;
+                run_start = at;
             }
-        } else if matches!(byte, b' ' | b'\t' | b'\n' | b'\r') {
-            out.extend_from_slice(&bytes[run_start..at]);
-            run_start = at + 1;
-        } else if byte == b'"' {
-            in_string = true;
+            _ => at += 1,
         }
     }
     out.extend_from_slice(&bytes[run_start..]);
     out
+}
+
+/// Where the string whose text starts at `from` ends: just past its closing quote (the
+/// first one not escaped), or the end of `bytes`. Strings are most of a payload's bytes:
+/// they are searched a vector at a time, not walked a byte at a time.
+fn string_end(bytes: &[u8], from: usize) -> usize {
+    let mut at = from;
+    while let Some(found) = bytes
+        .get(at..)
+        .and_then(|rest| memchr::memchr2(b'"', b'\\', rest))
+    {
+        let hit = at + found;
+        if bytes[hit] == b'"' {
+            return hit + 1;
+        }
+        // A backslash escapes the byte after it, whatever it is.
+        at = hit + 2;
+    }
+    bytes.len()
 }
 
 fn now_ms() -> i64 {
@@ -359,6 +372,44 @@ mod fuzz {
         object_edits, raw_json,
     };
 
+    /// Text of JSON's special bytes (quotes, backslashes, whitespace) and any character.
+    fn any_text() -> impl Strategy<Value = String> {
+        let ch = prop_oneof![
+            Just('"'),
+            Just('\\'),
+            Just(' '),
+            Just('\n'),
+            Just('\t'),
+            Just('\r'),
+            Just('a'),
+            any::<char>(),
+        ];
+        prop::collection::vec(ch, 0..64).prop_map(|chars| chars.into_iter().collect())
+    }
+
+    /// The reference: whitespace outside strings removed, a byte at a time.
+    fn compact_byte_by_byte(json: &str) -> Vec<u8> {
+        let mut out = Vec::new();
+        let (mut in_string, mut escaped) = (false, false);
+        for &byte in json.as_bytes() {
+            if in_string {
+                if escaped {
+                    escaped = false;
+                } else if byte == b'\\' {
+                    escaped = true;
+                } else if byte == b'"' {
+                    in_string = false;
+                }
+            } else if matches!(byte, b' ' | b'\t' | b'\n' | b'\r') {
+                continue;
+            } else if byte == b'"' {
+                in_string = true;
+            }
+            out.push(byte);
+        }
+        out
+    }
+
     const FIELDS: &[&str] = &[
         "event_id",
         "event_type",
@@ -405,6 +456,12 @@ mod fuzz {
         #[test]
         fn arbitrary_json_values(value in json_value()) {
             check(value.to_string().as_bytes())?;
+        }
+
+        /// The same bytes as a walk of one byte at a time, for any text, JSON or not.
+        #[test]
+        fn compacting_keeps_what_a_byte_by_byte_walk_keeps(text in any_text()) {
+            prop_assert_eq!(compact_json(&text), compact_byte_by_byte(&text));
         }
 
         /// Any text in strings (spaces, quotes, backslashes, any character) stays as it is.
