@@ -214,7 +214,9 @@ impl GlobalArgs {
     }
 }
 
-/// Sets up logging to stderr, filtered by `RUST_LOG` (default `warn`).
+/// Sets up logging to stderr, filtered by `RUST_LOG` (default `warn`). A panic, in any
+/// thread or task, is logged as an error event too (in the chosen format, where a log
+/// collector finds it), before the standard report.
 pub fn init_tracing(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
     let builder = tracing_subscriber::fmt()
@@ -224,6 +226,11 @@ pub fn init_tracing(format: LogFormat) {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
     }
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |panic| {
+        tracing::error!(%panic, "panicked");
+        report(panic);
+    }));
 }
 
 /// An error and its causes on one line, outermost first; a cause whose text its parent
