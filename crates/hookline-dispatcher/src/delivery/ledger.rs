@@ -6,11 +6,13 @@
 use std::time::Duration;
 
 use hookline_core::WebhookEvent;
+use tokio_util::task::TaskTracker;
 
 use super::validate::Target;
 use super::{Ctx, Job, now_ms};
 use crate::events::Outcome;
 use crate::ledger::{Claim, LedgerError, PgLedger, Terminal};
+use crate::metrics::Metrics;
 
 /// What the ledger says about a copy about to be delivered.
 pub(crate) enum Check {
@@ -38,8 +40,10 @@ pub(crate) struct Ticket<'a> {
 }
 
 struct Unsettled<'a> {
-    ctx: &'a Ctx,
     postgres: &'a PgLedger,
+    /// The dispatcher's tasks, one of which gives a dropped ticket's lease back.
+    tasks: &'a TaskTracker,
+    metrics: &'a Metrics,
     event_id: String,
 }
 
@@ -60,13 +64,10 @@ impl Drop for Ticket<'_> {
         if self.attempting {
             return;
         }
-        let Some(tasks) = lease.ctx.ledger.as_ref().map(|ledger| &ledger.tasks) else {
-            return;
-        };
         let postgres = lease.postgres.clone();
-        let metrics = lease.ctx.metrics.clone();
+        let metrics = lease.metrics.clone();
         let endpoint = std::mem::take(&mut self.endpoint);
-        tasks.spawn(async move {
+        lease.tasks.spawn(async move {
             match postgres.release(&endpoint, &lease.event_id, &token).await {
                 Ok(()) => tracing::debug!("a stopped delivery gave its lease back"),
                 Err(error) => {
@@ -128,8 +129,9 @@ pub(crate) async fn check<'a>(
         token,
         attempting: false,
         unsettled: Some(Unsettled {
-            ctx,
             postgres,
+            tasks: &ledger.tasks,
+            metrics: &ctx.metrics,
             event_id: event.event_id.clone(),
         }),
     });
@@ -163,9 +165,10 @@ pub(crate) async fn settle(job: &mut Job<'_>, outcome: Option<&Outcome>) {
     };
     // Settled here, whatever PostgreSQL answers: the drop has nothing left to give back.
     let Some(Unsettled {
-        ctx,
         postgres,
+        metrics,
         event_id,
+        ..
     }) = ticket.unsettled.take()
     else {
         return;
@@ -193,7 +196,7 @@ pub(crate) async fn settle(job: &mut Job<'_>, outcome: Option<&Outcome>) {
         (None, None) => Ok(()),
     };
     if let Err(error) = result {
-        ctx.metrics.ledger_error(error.store(), error.op());
+        metrics.ledger_error(error.store(), error.op());
         tracing::warn!(%error, "the delivery's outcome could not be recorded in the ledger");
     }
 }
