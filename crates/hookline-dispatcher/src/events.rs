@@ -52,7 +52,7 @@ impl<'a> Lifecycle<'a> {
         match self.state.transition(transition) {
             Ok(next) => {
                 self.state = next;
-                self.metrics.transition(next.as_str());
+                self.metrics.transition(next);
                 tracing::debug!(state = next.as_str(), "delivery state");
             }
             Err(error) => tracing::error!(%error, "illegal delivery state transition"),

@@ -6,6 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hookline_core::breaker::BreakerState;
+use hookline_core::classify::Classification;
+use hookline_core::state::DeliveryState;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -79,7 +81,6 @@ pub struct Metrics {
     attempts: Family<OutcomeLabel, Counter>,
     retries: Family<TierLabel, Counter>,
     dlq: Family<ReasonLabel, Counter>,
-    transitions: Family<StateLabel, Counter>,
     ledger_errors: Family<LedgerLabel, Counter>,
     deferrals: Family<DeferLabel, Counter>,
     hops: Family<TierLabel, Counter>,
@@ -99,6 +100,8 @@ pub struct Metrics {
     in_flight: Gauge,
     lag: Gauge,
     totals: Arc<Mutex<Totals>>,
+    /// The series every delivery writes, looked up once.
+    every: Arc<EveryDelivery>,
     /// The fan-out stage's metrics, in the same registry.
     pub(crate) fanout: FanoutMetrics,
     pub(crate) attempt_log: AttemptLogMetrics,
@@ -107,6 +110,28 @@ pub struct Metrics {
     /// The operational webhooks' metrics, in the same registry.
     pub(crate) operator: OperatorMetrics,
 }
+
+/// The series that every delivery writes, taken from their families when the metrics are
+/// made: a family's lookup hashes the labels (SipHash) and takes the family's lock, four
+/// times per delivery. They are therefore exposed from the start, at 0.
+struct EveryDelivery {
+    /// `webhook_state_transitions_total`, by [`DeliveryState`] in [`STATES`]' order.
+    transitions: [Counter; STATES.len()],
+    succeeded: Counter,
+    attempt_succeeded: Counter,
+}
+
+/// Every delivery state, in the order of their declaration (`state as usize`).
+const STATES: [DeliveryState; 8] = [
+    DeliveryState::Received,
+    DeliveryState::Validating,
+    DeliveryState::Processing,
+    DeliveryState::Succeeded,
+    DeliveryState::Failed,
+    DeliveryState::Rejected,
+    DeliveryState::Dlq,
+    DeliveryState::ScheduledRetry,
+];
 
 /// The breakers that are not closed, and which of them have a `webhook_circuit_open` series.
 #[derive(Debug, Default)]
@@ -250,7 +275,24 @@ impl Metrics {
         let attempt_log = AttemptLogMetrics::register(&mut registry);
         let lifecycle = LifecycleMetrics::register(&mut registry);
         let operator = OperatorMetrics::register(&mut registry);
+        let every = Arc::new(EveryDelivery {
+            transitions: STATES.map(|state| {
+                let state = state.as_str();
+                transitions.get_or_create(&StateLabel { state }).clone()
+            }),
+            succeeded: deliveries
+                .get_or_create(&StatusLabel {
+                    status: "succeeded",
+                })
+                .clone(),
+            attempt_succeeded: attempts
+                .get_or_create(&OutcomeLabel {
+                    outcome: Classification::Success.code(),
+                })
+                .clone(),
+        });
         Metrics {
+            every,
             operator,
             fanout,
             attempt_log,
@@ -260,7 +302,6 @@ impl Metrics {
             attempts,
             retries,
             dlq,
-            transitions,
             ledger_errors,
             deferrals,
             hops,
@@ -298,20 +339,22 @@ impl Metrics {
         out
     }
 
-    pub(crate) fn transition(&self, state: &'static str) {
-        self.transitions.get_or_create(&StateLabel { state }).inc();
+    pub(crate) fn transition(&self, state: DeliveryState) {
+        self.every.transitions[state as usize].inc();
     }
 
-    pub(crate) fn attempt(&self, outcome: &'static str, took: Duration) {
-        self.attempts.get_or_create(&OutcomeLabel { outcome }).inc();
+    pub(crate) fn attempt(&self, classification: &Classification, took: Duration) {
+        if let Classification::Success = classification {
+            self.every.attempt_succeeded.inc();
+        } else {
+            let outcome = classification.code();
+            self.attempts.get_or_create(&OutcomeLabel { outcome }).inc();
+        }
         self.latency.observe(took.as_secs_f64());
     }
 
     pub(crate) fn delivered(&self) {
-        let status = StatusLabel {
-            status: "succeeded",
-        };
-        self.deliveries.get_or_create(&status).inc();
+        self.every.succeeded.inc();
         self.lock_totals().succeeded += 1;
     }
 
@@ -448,105 +491,4 @@ impl Metrics {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn open_now(metrics: &Metrics) -> Option<String> {
-        metrics
-            .encode()
-            .lines()
-            .find_map(|line| line.strip_prefix("webhook_circuits_open "))
-            .map(str::to_owned)
-    }
-
-    #[test]
-    fn circuits_open_counts_endpoints_whose_breaker_is_not_closed() {
-        let metrics = Metrics::new();
-        assert_eq!(open_now(&metrics).as_deref(), Some("0"));
-        metrics.breaker_changed("ep-a", BreakerState::Open);
-        metrics.breaker_changed("ep-b", BreakerState::Open);
-        assert_eq!(open_now(&metrics).as_deref(), Some("2"));
-        // Probing is not closed yet; a probe that fails opens it again: still one each.
-        metrics.breaker_changed("ep-a", BreakerState::HalfOpen);
-        metrics.breaker_changed("ep-a", BreakerState::Open);
-        assert_eq!(open_now(&metrics).as_deref(), Some("2"));
-        metrics.breaker_changed("ep-a", BreakerState::HalfOpen);
-        metrics.breaker_changed("ep-a", BreakerState::Closed);
-        assert_eq!(open_now(&metrics).as_deref(), Some("1"));
-    }
-
-    fn open_series(metrics: &Metrics) -> Vec<String> {
-        metrics
-            .encode()
-            .lines()
-            .filter(|line| line.starts_with("webhook_circuit_open{"))
-            .map(str::to_owned)
-            .collect()
-    }
-
-    #[test]
-    fn circuit_open_names_each_endpoint_whose_breaker_is_not_closed() {
-        let metrics = Metrics::new();
-        assert!(open_series(&metrics).is_empty());
-        metrics.breaker_changed("ep-a", BreakerState::Open);
-        metrics.breaker_changed("ep-b", BreakerState::Open);
-        metrics.breaker_changed("ep-b", BreakerState::HalfOpen);
-        let mut series = open_series(&metrics);
-        series.sort();
-        assert_eq!(
-            series,
-            [
-                r#"webhook_circuit_open{endpoint="ep-a",state="open"} 1"#,
-                r#"webhook_circuit_open{endpoint="ep-b",state="half_open"} 1"#,
-            ]
-        );
-        metrics.breaker_changed("ep-a", BreakerState::Closed);
-        metrics.breaker_changed("ep-b", BreakerState::Closed);
-        assert!(open_series(&metrics).is_empty(), "{}", metrics.encode());
-        assert_eq!(open_now(&metrics).as_deref(), Some("0"));
-    }
-
-    #[test]
-    fn circuit_open_names_at_most_max_circuit_series_endpoints() {
-        let metrics = Metrics::new();
-        for n in 0..MAX_CIRCUIT_SERIES + 10 {
-            metrics.breaker_changed(&format!("ep-{n:04}"), BreakerState::Open);
-        }
-        assert_eq!(open_series(&metrics).len(), MAX_CIRCUIT_SERIES);
-        let total = MAX_CIRCUIT_SERIES + 10;
-        assert_eq!(open_now(&metrics), Some(total.to_string()));
-        // One closes: an unlabelled one may take its place once it changes again.
-        metrics.breaker_changed("ep-0000", BreakerState::Closed);
-        metrics.breaker_changed(
-            &format!("ep-{:04}", MAX_CIRCUIT_SERIES + 3),
-            BreakerState::HalfOpen,
-        );
-        assert_eq!(open_series(&metrics).len(), MAX_CIRCUIT_SERIES);
-        assert!(
-            open_series(&metrics)
-                .iter()
-                .any(|line| line.contains(&format!("ep-{:04}", MAX_CIRCUIT_SERIES + 3))),
-        );
-    }
-
-    #[test]
-    fn labelled_families_are_exported_once_used() {
-        let metrics = Metrics::new();
-        metrics.breaker_changed("ep-a", BreakerState::Open);
-        metrics.consumer_error("BrokerTransportFailure".to_owned());
-        metrics.deferred("5s", "rate_limited");
-        metrics.set_paused("not_due", 1);
-        let exposition = metrics.encode();
-        for family in [
-            "webhook_circuit_transitions counter",
-            "webhook_consumer_errors counter",
-            "webhook_deferrals counter",
-            "webhook_paused_partitions gauge",
-        ] {
-            assert!(
-                exposition.contains(&format!("# TYPE {family}\n")),
-                "{family}: {exposition}"
-            );
-        }
-    }
-}
+mod tests;

@@ -290,7 +290,7 @@ async fn stages<'a>(ctx: &'a Ctx, delivery: &Delivery, job: &mut Job<'a>) -> Res
             ctx.lifecycle
                 .observe(&target.endpoint, &classification, now);
         }
-        ctx.metrics.attempt(classification.code(), attempt.took);
+        ctx.metrics.attempt(&classification, attempt.took);
         job.meta.attempt = attempt_no;
         job.last_status = attempt.status();
         job.meta.first_attempt_at_ms = Some(first_attempt_at);
