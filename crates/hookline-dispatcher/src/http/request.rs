@@ -300,6 +300,53 @@ mod tests {
         );
     }
 
+    #[test]
+    fn every_header_keeps_its_value_and_its_place_and_one_http_cannot_carry_is_left_out() {
+        let mut event = event();
+        event.headers = BTreeMap::from([
+            ("x-broken".to_owned(), "line\nbreak".to_owned()),
+            ("x-tenant".to_owned(), "acme".to_owned()),
+        ]);
+        let endpoint_headers = [
+            ("x-api-key".to_owned(), "key_1".to_owned()),
+            ("x-empty".to_owned(), String::new()),
+        ];
+        let request = build_request(
+            &event,
+            RequestParts {
+                url: &parse("https://example.com/hook"),
+                url_overridden: false,
+                signer: &Signer::new(Vec::new(), Vec::new()),
+                endpoint_headers: &endpoint_headers,
+                timestamp_s: -12,
+                traceparent: Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"),
+                attempt: 4_294_967_295,
+                credential: None,
+            },
+        );
+        let headers: Vec<(&str, &str)> = request
+            .headers
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.to_str().unwrap_or("(not text)")))
+            .collect();
+        assert_eq!(
+            headers,
+            [
+                ("x-api-key", "key_1"),
+                ("x-empty", ""),
+                ("x-tenant", "acme"),
+                ("content-type", "application/json"),
+                ("webhook-id", "msg_p5jXN8AQM9LWM0D4loKWxJek"),
+                ("webhook-timestamp", "-12"),
+                ("webhook-attempt", "4294967295"),
+                (
+                    "traceparent",
+                    "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+                ),
+            ]
+        );
+    }
+
     fn header_of(request: &OutboundRequest) -> &str {
         header(request, "webhook-signature").unwrap_or_default()
     }
