@@ -115,23 +115,12 @@ pub struct Metrics {
 /// made: a family's lookup hashes the labels (SipHash) and takes the family's lock, four
 /// times per delivery. They are therefore exposed from the start, at 0.
 struct EveryDelivery {
-    /// `webhook_state_transitions_total`, by [`DeliveryState`] in [`STATES`]' order.
-    transitions: [Counter; STATES.len()],
+    /// `webhook_state_transitions_total`, by [`DeliveryState`] in the order of
+    /// [`DeliveryState::ALL`], which is their declaration's (`state as usize`).
+    transitions: [Counter; DeliveryState::ALL.len()],
     succeeded: Counter,
     attempt_succeeded: Counter,
 }
-
-/// Every delivery state, in the order of their declaration (`state as usize`).
-const STATES: [DeliveryState; 8] = [
-    DeliveryState::Received,
-    DeliveryState::Validating,
-    DeliveryState::Processing,
-    DeliveryState::Succeeded,
-    DeliveryState::Failed,
-    DeliveryState::Rejected,
-    DeliveryState::Dlq,
-    DeliveryState::ScheduledRetry,
-];
 
 /// The breakers that are not closed, and which of them have a `webhook_circuit_open` series.
 #[derive(Debug, Default)]
@@ -276,7 +265,7 @@ impl Metrics {
         let lifecycle = LifecycleMetrics::register(&mut registry);
         let operator = OperatorMetrics::register(&mut registry);
         let every = Arc::new(EveryDelivery {
-            transitions: STATES.map(|state| {
+            transitions: DeliveryState::ALL.map(|state| {
                 let state = state.as_str();
                 transitions.get_or_create(&StateLabel { state }).clone()
             }),

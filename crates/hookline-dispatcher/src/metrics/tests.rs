@@ -1,11 +1,13 @@
 use super::*;
 
-fn open_now(metrics: &Metrics) -> Option<String> {
-    metrics
-        .encode()
+fn sample<'a>(exposition: &'a str, series: &str) -> Option<&'a str> {
+    exposition
         .lines()
-        .find_map(|line| line.strip_prefix("webhook_circuits_open "))
-        .map(str::to_owned)
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+}
+
+fn open_now(metrics: &Metrics) -> Option<String> {
+    sample(&metrics.encode(), "webhook_circuits_open").map(str::to_owned)
 }
 
 #[test]
@@ -99,24 +101,18 @@ fn labelled_families_are_exported_once_used() {
     }
 }
 
-fn sample<'a>(exposition: &'a str, series: &str) -> Option<&'a str> {
-    exposition
-        .lines()
-        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
-}
-
 #[test]
 fn every_deliverys_series_count_under_their_own_labels_from_zero() {
     let metrics = Metrics::new();
     let exposition = metrics.encode();
-    for state in STATES {
+    for state in DeliveryState::ALL {
         let series = format!(
             "webhook_state_transitions_total{{state=\"{}\"}}",
             state.as_str()
         );
         assert_eq!(sample(&exposition, &series), Some("0"), "{exposition}");
     }
-    for (n, state) in STATES.into_iter().enumerate() {
+    for (n, state) in DeliveryState::ALL.into_iter().enumerate() {
         for _ in 0..=n {
             metrics.transition(state);
         }
@@ -131,7 +127,7 @@ fn every_deliverys_series_count_under_their_own_labels_from_zero() {
     );
     metrics.delivered();
     let exposition = metrics.encode();
-    for (n, state) in STATES.into_iter().enumerate() {
+    for (n, state) in DeliveryState::ALL.into_iter().enumerate() {
         let series = format!(
             "webhook_state_transitions_total{{state=\"{}\"}}",
             state.as_str()
