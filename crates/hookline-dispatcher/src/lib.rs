@@ -4,6 +4,11 @@
 //! Follow one record: `poll` takes it in (`delivery::intake`), `delivery` runs its stages
 //! (decode, validate, admit, attempt, decide, write), `shared` finishes its offset.
 
+/// The hash map of the lookups on the delivery path (partitions, strict-order chains,
+/// endpoints by id), several per delivery: foldhash's hasher, seeded per process, instead
+/// of std's SipHash.
+type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
 mod admin;
 mod attempts;
 mod cancellations;

@@ -2,8 +2,10 @@
 //! whatever order deliveries finish in; and how far each partition's uncommitted window
 //! reaches, and since when its oldest record holds it.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::time::Instant;
+
+use crate::FastMap;
 
 /// A topic and partition.
 pub type PartitionKey = (String, i32);
@@ -11,7 +13,7 @@ pub type PartitionKey = (String, i32);
 /// Tracks offsets handed to deliveries and finished by them, per partition.
 #[derive(Debug, Default)]
 pub struct OffsetTracker {
-    partitions: HashMap<PartitionKey, PartitionOffsets>,
+    partitions: FastMap<PartitionKey, PartitionOffsets>,
 }
 
 #[derive(Debug, Default)]

@@ -8,7 +8,6 @@
 //! deadline for other endpoints give way to it. On shutdown it stops fetching, drains within
 //! the grace period and commits.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -20,6 +19,7 @@ use tokio::sync::{Semaphore, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::FastMap;
 use crate::context::{DispatchContext, commit};
 use crate::delivery::{self, Ctx, Delivery, Intake, now_ms};
 use crate::error::{DispatchError, Result};
@@ -337,7 +337,7 @@ impl Link {
 /// The last record of each strict-ordering endpoint per partition, and how many records
 /// the chain holds.
 #[derive(Default)]
-struct Chains(HashMap<(PartitionKey, String), (oneshot::Receiver<()>, Arc<AtomicUsize>)>);
+struct Chains(FastMap<(PartitionKey, String), (oneshot::Receiver<()>, Arc<AtomicUsize>)>);
 
 impl Chains {
     /// Joins the chain of `endpoint` on `key`, unless it holds `capacity` records already.

@@ -2,7 +2,6 @@
 //! flight, partitions paused (and why), what each partition's deliveries are told (to stop,
 //! to move on to a tier), and what `/readyz` says.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -12,6 +11,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::FastMap;
 use crate::admin::Readiness;
 use crate::offsets::{OffsetTracker, PartitionKey};
 
@@ -99,9 +99,9 @@ pub(crate) struct Shared {
     drainers: AtomicUsize,
     /// Woken when a delivery finishes, so the poll loop re-checks capacity pauses.
     pub progress: Notify,
-    paused: Mutex<HashMap<PartitionKey, Pause>>,
+    paused: Mutex<FastMap<PartitionKey, Pause>>,
     /// Each partition's signals, shared by its deliveries.
-    signals: Mutex<HashMap<PartitionKey, Arc<PartitionSignals>>>,
+    signals: Mutex<FastMap<PartitionKey, Arc<PartitionSignals>>>,
     /// The parent of every partition's token: cancelled when shutdown's grace is over.
     abandon: CancellationToken,
     pub readiness: Arc<Readiness>,

@@ -3,7 +3,7 @@
 //! with the subscription index of the tenants' endpoints kept current beside it, and how far
 //! into the topic it has read (so the fan-out can wait for changes made before an event).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
@@ -19,6 +19,7 @@ use tokio::sync::{Notify, Semaphore};
 use hookline_core::breaker::{BreakerPolicy, CircuitBreaker};
 
 use super::lifecycle::LifecycleState;
+use crate::FastMap;
 use crate::http::{ClientFactory, endpoint_tls};
 use crate::operator::{Operator, hooks};
 
@@ -109,7 +110,7 @@ pub struct EndpointRejected {
 #[derive(Debug)]
 pub struct EndpointTable {
     defaults: EndpointDefaults,
-    endpoints: RwLock<HashMap<String, Arc<Endpoint>>>,
+    endpoints: RwLock<FastMap<String, Arc<Endpoint>>>,
     subscriptions: RwLock<SubscriptionIndex>,
     /// Per partition of the endpoints topic, the offset after the last record applied.
     read_to: Mutex<BTreeMap<i32, i64>>,
@@ -125,7 +126,7 @@ impl EndpointTable {
     pub fn new(defaults: EndpointDefaults) -> Self {
         EndpointTable {
             defaults,
-            endpoints: RwLock::new(HashMap::new()),
+            endpoints: RwLock::new(FastMap::default()),
             subscriptions: RwLock::new(SubscriptionIndex::default()),
             read_to: Mutex::new(BTreeMap::new()),
             read_more: Notify::new(),
