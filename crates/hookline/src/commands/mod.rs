@@ -226,6 +226,12 @@ pub fn init_tracing(format: LogFormat) {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
     }
+    log_panics();
+}
+
+/// Makes every panic an error event (`panicked`, with its message and place) before the
+/// standard report, which still follows.
+fn log_panics() {
     let report = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |panic| {
         tracing::error!(%panic, "panicked");
@@ -275,6 +281,61 @@ mod tests {
     use clap::CommandFactory;
 
     use super::*;
+
+    /// A log writer into a shared buffer.
+    struct Buffer(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Buffer {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            let mut buffer = self
+                .0
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            buffer.extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_panic_is_logged_as_an_error_event_with_its_message_and_place() {
+        let logged = std::sync::Arc::default();
+        let writer = {
+            let logged = std::sync::Arc::clone(&logged);
+            move || Buffer(std::sync::Arc::clone(&logged))
+        };
+        let subscriber = tracing_subscriber::fmt()
+            .json()
+            .with_writer(writer)
+            .finish();
+        // The standard report is kept quiet here; the hook chains to whatever was set.
+        let standard = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
+        log_panics();
+        let caught = tracing::subscriber::with_default(subscriber, || {
+            std::panic::catch_unwind(|| panic!("the endpoint table is gone"))
+        });
+        drop(std::panic::take_hook());
+        std::panic::set_hook(standard);
+        assert!(caught.is_err());
+        let text = String::from_utf8(
+            logged
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .clone(),
+        )
+        .expect("UTF-8 logs");
+        let line = text.lines().next().expect("one event logged");
+        let event: serde_json::Value = serde_json::from_str(line).expect("a JSON event");
+        assert_eq!(event["level"], "ERROR", "{line}");
+        assert_eq!(event["fields"]["message"], "panicked", "{line}");
+        let panic = event["fields"]["panic"].as_str().unwrap_or_default();
+        assert!(panic.contains("the endpoint table is gone"), "{line}");
+        assert!(panic.contains("commands/mod.rs"), "the place: {line}");
+    }
 
     #[test]
     fn cli_is_well_formed() {
