@@ -30,7 +30,7 @@ impl ConsumerContext for DispatchContext {
                 let keys: Vec<PartitionKey> = list
                     .elements()
                     .iter()
-                    .map(|element| (element.topic().to_owned(), element.partition()))
+                    .map(|element| (element.topic().into(), element.partition()))
                     .collect();
                 let drain = || self.shared.wait_drained(&keys, self.drain_timeout);
                 // This runs inside the poll of the consumer's task; let the runtime move its
@@ -70,7 +70,7 @@ impl ConsumerContext for DispatchContext {
             let keys: Vec<PartitionKey> = list
                 .elements()
                 .iter()
-                .map(|element| (element.topic().to_owned(), element.partition()))
+                .map(|element| (element.topic().into(), element.partition()))
                 .collect();
             self.shared.forget(&keys);
             tracing::info!(partitions = list.count(), "partitions assigned");

@@ -114,7 +114,7 @@ mod tests {
 
     fn record() -> SourceRecord {
         SourceRecord {
-            topic: "webhook-events.retry.5s".to_owned(),
+            topic: "webhook-events.retry.5s".into(),
             partition: 2,
             offset: 40,
             key: Some(b"ep-1".to_vec()),

@@ -8,7 +8,7 @@ use std::time::Instant;
 use crate::FastMap;
 
 /// A topic and partition.
-pub type PartitionKey = (String, i32);
+pub type PartitionKey = (std::sync::Arc<str>, i32);
 
 /// Tracks offsets handed to deliveries and finished by them, per partition.
 #[derive(Debug, Default)]
@@ -116,7 +116,7 @@ mod tests {
     use super::*;
 
     fn key() -> PartitionKey {
-        ("events".to_owned(), 0)
+        ("events".into(), 0)
     }
 
     #[test]
@@ -189,6 +189,6 @@ mod tests {
         assert_eq!(oldest, [(100, first)]);
         assert_eq!(tracker.finish(&key(), 100), Some(110));
         assert_eq!(tracker.window(&key(), 110), 0);
-        assert_eq!(tracker.window(&("other".to_owned(), 0), 5), 0);
+        assert_eq!(tracker.window(&("other".into(), 0), 5), 0);
     }
 }

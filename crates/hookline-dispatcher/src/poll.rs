@@ -26,7 +26,7 @@ use crate::error::{DispatchError, Result};
 use crate::metrics::Metrics;
 use crate::offsets::PartitionKey;
 use crate::pressure::Hold;
-use crate::record::SourceRecord;
+use crate::record::{SourceRecord, TopicNames};
 use crate::shared::{Pause, Shared};
 
 /// The dispatcher's consumer.
@@ -48,6 +48,7 @@ pub(crate) async fn run_loop(
     // the drain on shutdown). A task that panics is reported by the runtime's panic hook.
     let tasks = TaskTracker::new();
     let mut chains = Chains::default();
+    let mut topics = TopicNames::default();
     // A fetched record that found no pending place: no more are fetched until it has one.
     let mut held: Option<Ready> = None;
     let mut hold: Option<Hold> = None;
@@ -99,7 +100,7 @@ pub(crate) async fn run_loop(
                     }
                 };
                 shared.readiness.fetched();
-                let record = SourceRecord::from_message(&message);
+                let record = SourceRecord::from_message(&message, &mut topics);
                 drop(message);
                 match take(&consumer, &shared, &ctx, &mut chains, &pending, record) {
                     Taken::Run(spawn) => {
@@ -413,7 +414,7 @@ fn pause(
     let mut list = TopicPartitionList::new();
     list.add_partition(&record.topic, record.partition);
     if let Err(error) = consumer.pause(&list) {
-        tracing::warn!(%error, topic = record.topic, "pausing a partition failed");
+        tracing::warn!(%error, topic = &*record.topic, "pausing a partition failed");
     }
     if let Err(error) = consumer.seek(
         &record.topic,
@@ -421,10 +422,10 @@ fn pause(
         Offset::Offset(record.offset),
         Duration::ZERO,
     ) {
-        tracing::warn!(%error, topic = record.topic, "rewinding a partition failed");
+        tracing::warn!(%error, topic = &*record.topic, "rewinding a partition failed");
     }
     tracing::debug!(
-        topic = record.topic,
+        topic = &*record.topic,
         partition = record.partition,
         offset = record.offset,
         why = why.label(),
@@ -449,7 +450,7 @@ fn resume_ready(consumer: &DispatchConsumer, shared: &Shared, chains: &Chains, c
         let mut list = TopicPartitionList::new();
         list.add_partition(&topic, partition);
         if let Err(error) = consumer.resume(&list) {
-            tracing::warn!(%error, topic, "resuming a partition failed");
+            tracing::warn!(%error, topic = &*topic, "resuming a partition failed");
         }
     }
     for (label, count) in shared.paused_counts() {

@@ -2,6 +2,9 @@
 //! headers are read through hookline-kafka's reader, never rdkafka's accessor, which panics
 //! on a header name that is not UTF-8.
 
+use std::collections::HashSet;
+use std::sync::Arc;
+
 use hookline_core::headers::{PUBLISHED_AT, REDRIVEN_FROM, is_delivery_header};
 use hookline_kafka::read_headers;
 use rdkafka::message::{BorrowedMessage, Message};
@@ -11,11 +14,30 @@ use crate::offsets::PartitionKey;
 /// The most bytes of a `hookline-redriven-from` value the attempt log keeps.
 pub const MAX_REDRIVEN_FROM_LEN: usize = 512;
 
+/// The topics records were read from, each name kept once: a record and every partition
+/// key made from it share their topic's name rather than copying it (four copies a
+/// delivery before).
+#[derive(Debug, Default)]
+pub struct TopicNames(HashSet<Arc<str>, foldhash::fast::RandomState>);
+
+impl TopicNames {
+    /// The shared name of `topic`.
+    pub fn get(&mut self, topic: &str) -> Arc<str> {
+        if let Some(name) = self.0.get(topic) {
+            return Arc::clone(name);
+        }
+        let name: Arc<str> = Arc::from(topic);
+        self.0.insert(Arc::clone(&name));
+        name
+    }
+}
+
 /// A consumed record.
 #[derive(Clone, Debug)]
 pub struct SourceRecord {
-    /// Its topic (the main topic or a retry tier).
-    pub topic: String,
+    /// Its topic (the main topic or a retry tier), shared with the other records of the
+    /// topic ([`TopicNames`]) and the partition keys made from it.
+    pub topic: Arc<str>,
     /// Its partition.
     pub partition: i32,
     /// Its offset.
@@ -33,8 +55,8 @@ pub struct SourceRecord {
 }
 
 impl SourceRecord {
-    /// Copies a consumed message.
-    pub fn from_message(message: &BorrowedMessage<'_>) -> Self {
+    /// Copies a consumed message; its topic's name is taken from `topics`.
+    pub fn from_message(message: &BorrowedMessage<'_>, topics: &mut TopicNames) -> Self {
         let mut bad_header_name = None;
         let read = read_headers(message);
         // Room for the publish time that a fresh record is stamped with below.
@@ -51,7 +73,7 @@ impl SourceRecord {
             (name, header.value)
         }));
         let mut record = SourceRecord {
-            topic: message.topic().to_owned(),
+            topic: topics.get(message.topic()),
             partition: message.partition(),
             offset: message.offset(),
             key: message.key().map(<[u8]>::to_vec),
@@ -105,7 +127,7 @@ impl SourceRecord {
 
     /// Its topic and partition.
     pub fn partition_key(&self) -> PartitionKey {
-        (self.topic.clone(), self.partition)
+        (Arc::clone(&self.topic), self.partition)
     }
 
     /// The key as text, when it is UTF-8 (the endpoint id).
@@ -131,7 +153,7 @@ mod tests {
 
     fn record(headers: &[(&str, &str)]) -> SourceRecord {
         SourceRecord {
-            topic: "ev".to_owned(),
+            topic: "ev".into(),
             partition: 0,
             offset: 1,
             key: None,
@@ -184,5 +206,22 @@ mod tests {
         assert_eq!(bad.published_at_ms(), None);
         let from = bad.redriven_from().expect("present");
         assert!(from.len() <= MAX_REDRIVEN_FROM_LEN && from.len() >= MAX_REDRIVEN_FROM_LEN - 1);
+    }
+
+    #[test]
+    fn a_topics_records_share_one_name_and_keep_it_apart_from_others() {
+        let mut topics = TopicNames::default();
+        let first = topics.get("webhook-events");
+        let again = topics.get("webhook-events");
+        let tier = topics.get("webhook-events.retry.1s");
+        assert!(Arc::ptr_eq(&first, &again), "one copy of a name");
+        assert_eq!(&*tier, "webhook-events.retry.1s");
+        let record = SourceRecord {
+            topic: first,
+            ..record(&[])
+        };
+        let (topic, partition) = record.partition_key();
+        assert!(Arc::ptr_eq(&topic, &again), "the key shares it too");
+        assert_eq!((&*topic, partition), ("webhook-events", 0));
     }
 }

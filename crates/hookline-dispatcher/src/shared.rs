@@ -162,7 +162,7 @@ impl Shared {
                 .and_then(|()| consumer.store_offsets(&list));
             if let Err(error) = stored {
                 // The partition was revoked meanwhile; its new owner delivers it again.
-                tracing::debug!(%error, topic = key.0, partition = key.1, "offset not stored");
+                tracing::debug!(%error, topic = &*key.0, partition = key.1, "offset not stored");
             }
         }
         let in_flight = tracker.total_in_flight();
@@ -331,7 +331,7 @@ mod tests {
     use super::*;
 
     fn key(partition: i32) -> PartitionKey {
-        ("events".to_owned(), partition)
+        ("events".into(), partition)
     }
 
     fn shared() -> Shared {

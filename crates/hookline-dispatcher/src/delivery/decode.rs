@@ -39,7 +39,7 @@ pub(crate) fn intake(
     tiers: &RetryTiers,
     now_ms: i64,
 ) -> Intake {
-    let fresh = || DeliveryMeta::new(record.topic.clone(), record.partition, record.offset);
+    let fresh = || DeliveryMeta::new(&*record.topic, record.partition, record.offset);
     if let Some(name) = &record.bad_header_name {
         return Intake::Malformed(Failure::new(
             ErrorReason::MalformedEvent,
@@ -123,7 +123,7 @@ mod tests {
 
     fn record(topic: &str, headers: &[(&str, &str)]) -> SourceRecord {
         SourceRecord {
-            topic: topic.to_owned(),
+            topic: topic.into(),
             partition: 0,
             offset: 7,
             key: Some(b"ep".to_vec()),

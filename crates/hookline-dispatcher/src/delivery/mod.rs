@@ -177,7 +177,7 @@ impl Job<'_> {
 pub(crate) async fn run(ctx: &Ctx, delivery: &Delivery) -> Result<Outcome, Abandoned> {
     let record = &delivery.record;
     let mut job = Job {
-        meta: DeliveryMeta::new(record.topic.clone(), record.partition, record.offset),
+        meta: DeliveryMeta::new(&*record.topic, record.partition, record.offset),
         event: None,
         url: None,
         retry: ctx.settings.retry,

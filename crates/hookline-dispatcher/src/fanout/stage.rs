@@ -38,7 +38,7 @@ use crate::endpoints::EndpointTable;
 use crate::envelope::{Failure, build_envelope};
 use crate::error::{DispatchError, Result};
 use crate::metrics::Metrics;
-use crate::record::SourceRecord;
+use crate::record::{SourceRecord, TopicNames};
 use crate::settings::Settings;
 
 /// How long to wait for the endpoint table before saying so (and waiting on).
@@ -222,9 +222,10 @@ impl Session<'_> {
         };
         let taken_at = self.rebalances.load(Ordering::SeqCst);
         let mut batch = Vec::new();
+        let mut topics = TopicNames::default();
         match first {
             Ok(message) => batch.push(Taken {
-                record: SourceRecord::from_message(&message),
+                record: SourceRecord::from_message(&message, &mut topics),
                 timestamp_ms: message.timestamp().to_millis(),
             }),
             Err(error) => {
@@ -237,7 +238,7 @@ impl Session<'_> {
         while batch.len() < fanout.max_batch_events {
             match tokio::time::timeout_at(until, self.consumer.recv()).await {
                 Ok(Ok(message)) => batch.push(Taken {
-                    record: SourceRecord::from_message(&message),
+                    record: SourceRecord::from_message(&message, &mut topics),
                     timestamp_ms: message.timestamp().to_millis(),
                 }),
                 Ok(Err(_)) | Err(_) => break,
@@ -495,7 +496,7 @@ impl Session<'_> {
     fn envelope(&self, planned: &Planned, failure: &Failure) -> Result<(Vec<u8>, Headers)> {
         let settings = &self.stage.settings;
         let record = &planned.taken.record;
-        let meta = DeliveryMeta::new(record.topic.clone(), record.partition, record.offset);
+        let meta = DeliveryMeta::new(&*record.topic, record.partition, record.offset);
         let mut envelope = build_envelope(
             record,
             &meta,
