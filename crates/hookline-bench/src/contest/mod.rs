@@ -86,6 +86,10 @@ pub struct Measured {
     pub cpu_s: f64,
     /// `cpu_s` per 1000 deliveries, in milliseconds.
     pub cpu_ms_per_1k_deliveries: f64,
+    /// The CPU time from the first delivery on, per 1000 deliveries after the first, in
+    /// milliseconds: the start-up (building clients, joining the group) left out, as in
+    /// `after_first_per_s`. NaN when the first delivery was not seen.
+    pub cpu_ms_per_1k_after_first: f64,
     /// The broker's CPU time over the same span, in seconds (its idle work included), when
     /// the broker runs on this machine.
     pub broker_cpu_s: Option<f64>,
@@ -131,6 +135,8 @@ pub struct Launched {
     log: PathBuf,
     /// CPU time spent before [`Launched::restart`], left out of the figures.
     cpu_before_s: f64,
+    /// Its CPU time when the sink had the first delivery (since the start or the restart).
+    cpu_at_first_s: Option<f64>,
     /// The broker and its CPU time at the start (or the restart).
     broker: Option<(Broker, f64)>,
 }
@@ -157,6 +163,7 @@ pub fn launch(
         admin_port,
         log,
         cpu_before_s: 0.0,
+        cpu_at_first_s: None,
         broker,
     })
 }
@@ -170,10 +177,27 @@ impl Launched {
         count: u64,
         timeout: Duration,
     ) -> anyhow::Result<()> {
+        let deadline = Instant::now() + timeout;
+        if self.cpu_at_first_s.is_none() && count > 0 {
+            self.wait_distinct(sink, 1, count, timeout).await?;
+            self.cpu_at_first_s = Some(self.contestant.sample()?.cpu_s);
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        self.wait_distinct(sink, count, count, left).await
+    }
+
+    /// Waits until the sink has `count` of the `of` deliveries waited for.
+    async fn wait_distinct(
+        &mut self,
+        sink: &Sink,
+        count: u64,
+        of: u64,
+        timeout: Duration,
+    ) -> anyhow::Result<()> {
         tokio::select! {
             all = sink.wait_distinct(count, timeout) => if !all {
                 bail!(
-                    "only {} of {count} deliveries arrived within {timeout:?}\n{}",
+                    "only {} of {of} deliveries arrived within the run's timeout\n{}",
                     sink.seen().distinct,
                     self.contestant.log_tail()
                 );
@@ -191,6 +215,7 @@ impl Launched {
     /// `deliveries` of `prefix`, the clock and the CPU time counted from here.
     pub fn restart(&mut self, sink: &Sink, deliveries: u64, prefix: &str) -> anyhow::Result<()> {
         self.cpu_before_s = self.contestant.sample()?.cpu_s;
+        self.cpu_at_first_s = None;
         self.broker = broker_now(self.broker.map(|(broker, _)| broker));
         sink.reset(deliveries, prefix);
         self.started = Instant::now();
@@ -251,6 +276,12 @@ impl Launched {
             peak_rss_mib: sample.peak_rss_kib as f64 / 1024.0,
             cpu_s,
             cpu_ms_per_1k_deliveries: cpu_s * 1000.0 / (deliveries as f64 / 1000.0),
+            cpu_ms_per_1k_after_first: match self.cpu_at_first_s {
+                Some(at_first) if deliveries > 1 => {
+                    (sample.cpu_s - at_first) * 1000.0 / ((deliveries - 1) as f64 / 1000.0)
+                }
+                _ => f64::NAN,
+            },
             broker_cpu_s,
             broker_cpu_ms_per_1k_deliveries: broker_cpu_s
                 .map(|s| s * 1000.0 / (deliveries as f64 / 1000.0)),

@@ -31,6 +31,11 @@ pub struct ScenarioResult {
     pub lateness: Option<Percentiles>,
     /// CPU ms per 1000 deliveries, the median.
     pub cpu_ms_per_1k_deliveries: f64,
+    /// Deliveries per second after the first, the median ([`Measured::after_first_per_s`]).
+    pub after_first_per_s: f64,
+    /// CPU ms per 1000 deliveries from the first delivery on, the median
+    /// ([`Measured::cpu_ms_per_1k_after_first`]).
+    pub cpu_ms_per_1k_after_first: f64,
     /// Peak RSS, MiB, the median.
     pub peak_rss_mib: f64,
     /// The broker's CPU ms per 1000 deliveries over the runs' spans, the median, when the
@@ -50,6 +55,11 @@ pub struct ScenarioResult {
     pub throughput_ratio_paired: Option<f64>,
     /// Round against round, as `throughput_ratio_paired`: CPU per delivery.
     pub cpu_ratio_paired: Option<f64>,
+    /// Once delivering: its `after_first_per_s` over the baseline's. The start-up (the
+    /// group join, the clients built) is left out of both.
+    pub throughput_ratio_after_first: Option<f64>,
+    /// Once delivering: its `cpu_ms_per_1k_after_first` over the baseline's.
+    pub cpu_ratio_after_first: Option<f64>,
     /// Figures of its own (in-flight limit, idle CPU, RSS per 10,000 endpoints...).
     pub notes: BTreeMap<String, f64>,
     /// Each round.
@@ -82,6 +92,8 @@ impl ScenarioResult {
             },
             lateness,
             cpu_ms_per_1k_deliveries: median(|run| run.cpu_ms_per_1k_deliveries),
+            after_first_per_s: median(|run| run.after_first_per_s),
+            cpu_ms_per_1k_after_first: median(|run| run.cpu_ms_per_1k_after_first),
             peak_rss_mib: median(|run| run.peak_rss_mib),
             broker_cpu_ms_per_1k_deliveries: runs
                 .iter()
@@ -92,6 +104,8 @@ impl ScenarioResult {
             cpu_ratio: None,
             throughput_ratio_paired: None,
             cpu_ratio_paired: None,
+            throughput_ratio_after_first: None,
+            cpu_ratio_after_first: None,
             notes: BTreeMap::new(),
             runs,
         }
@@ -108,6 +122,11 @@ impl ScenarioResult {
         self.cpu_ratio = Some(self.cpu_ms_per_1k_deliveries / baseline.cpu_ms_per_1k_deliveries);
         self.throughput_ratio_paired = self.paired(baseline, |run| run.deliveries_per_s);
         self.cpu_ratio_paired = self.paired(baseline, |run| run.cpu_ms_per_1k_deliveries);
+        let finite = |ratio: f64| ratio.is_finite().then_some(ratio);
+        self.throughput_ratio_after_first =
+            finite(self.after_first_per_s / baseline.after_first_per_s);
+        self.cpu_ratio_after_first =
+            finite(self.cpu_ms_per_1k_after_first / baseline.cpu_ms_per_1k_after_first);
     }
 
     /// The median over the rounds of this round's measure over the baseline's same round.
@@ -282,6 +301,20 @@ fn targets(scenarios: &[ScenarioResult], ratios: &Ratios, quick: bool) -> Vec<Ta
         add(
             "pipeline / forwarder CPU per delivery, round against round".into(),
             pipeline.cpu_ratio_paired,
+            false,
+            1.3,
+            "x",
+        );
+        add(
+            "pipeline / forwarder throughput, once delivering".into(),
+            pipeline.throughput_ratio_after_first,
+            true,
+            1.0,
+            "x",
+        );
+        add(
+            "pipeline / forwarder CPU per delivery, once delivering".into(),
+            pipeline.cpu_ratio_after_first,
             false,
             1.3,
             "x",

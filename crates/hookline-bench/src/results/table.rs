@@ -105,6 +105,17 @@ impl Results {
                 paired.join("; ")
             );
         }
+        if let Some(p) = self.scenarios.iter().find(|s| s.scenario == "pipeline")
+            && let Some((thr, cpu)) = p.throughput_ratio_after_first.zip(p.cpu_ratio_after_first)
+        {
+            let _ = writeln!(
+                out,
+                "once delivering (from the first delivery on, the start-up left out of both): pipeline {:.1} CPU ms/1k, {} / {} thr {thr:.2}x CPU {cpu:.2}x",
+                p.cpu_ms_per_1k_after_first,
+                p.scenario,
+                p.against.as_deref().unwrap_or("-"),
+            );
+        }
         let _ = writeln!(out);
         for s in &self.scenarios {
             let _ = write!(out, "{:<11} {}", s.scenario, s.what);

@@ -17,6 +17,8 @@ pub(crate) fn measured(
         peak_rss_mib: rss,
         cpu_s,
         cpu_ms_per_1k_deliveries: cpu_s * 1e6 / deliveries as f64,
+        // A tenth of the CPU before the first delivery.
+        cpu_ms_per_1k_after_first: cpu_s * 0.9 * 1e6 / (deliveries - 1) as f64,
         broker_cpu_s: Some(cpu_s / 10.0),
         broker_cpu_ms_per_1k_deliveries: Some(cpu_s * 1e5 / deliveries as f64),
         requests: deliveries,
@@ -218,6 +220,59 @@ fn round_against_round_sets_each_round_against_its_baselines_same_round() {
     let table = results.table();
     assert!(
         table.contains("round against round (the median of each round over its baseline's round): pipeline / forwarder thr 1.00x CPU 1.50x"),
+        "{table}"
+    );
+}
+
+#[test]
+fn once_delivering_leaves_the_start_up_out_of_both() {
+    // 20,000 deliveries: the forwarder spends 0.1 s of its 1.0 s before the first, the
+    // pipeline 0.4 s of its 1.5 s; after the first, 5% more time for the pipeline.
+    let run = |cpu_s: f64, before_first_s: f64, after_first_per_s: f64| {
+        let mut m = measured(20_000, 2.0, cpu_s, 50.0, 10.0);
+        m.cpu_ms_per_1k_after_first = (cpu_s - before_first_s) * 1e6 / 19_999.0;
+        m.after_first_per_s = after_first_per_s;
+        m
+    };
+    let forwarder = ScenarioResult::of("forwarder", String::new(), vec![run(1.0, 0.1, 20_000.0)]);
+    let pipeline = ScenarioResult::of("pipeline", String::new(), vec![run(1.5, 0.4, 19_000.0)]);
+    let results = Results::new(
+        results(false).machine,
+        results(false).versions,
+        Sizes::new(false, None),
+        Vec::new(),
+        vec![forwarder, pipeline],
+    );
+    let pipeline = scenario(&results, "pipeline");
+    let close = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 1e-9);
+    assert!(close(pipeline.cpu_ratio, 1.5), "{pipeline:?}");
+    assert!(
+        close(pipeline.cpu_ratio_after_first, 1.1 / 0.9),
+        "{pipeline:?}"
+    );
+    assert!(
+        close(pipeline.throughput_ratio_after_first, 0.95),
+        "{pipeline:?}"
+    );
+    let met = |what: &str| {
+        results
+            .targets
+            .iter()
+            .find(|t| t.what == what)
+            .and_then(|t| t.met)
+    };
+    assert_eq!(met("pipeline / forwarder CPU per delivery"), Some(false));
+    assert_eq!(
+        met("pipeline / forwarder CPU per delivery, once delivering"),
+        Some(true)
+    );
+    assert_eq!(
+        met("pipeline / forwarder throughput, once delivering"),
+        Some(false)
+    );
+    let table = results.table();
+    assert!(
+        table.contains("once delivering (from the first delivery on, the start-up left out of both): pipeline 55.0 CPU ms/1k, pipeline / forwarder thr 0.95x CPU 1.22x"),
         "{table}"
     );
 }
