@@ -87,6 +87,16 @@ pub(crate) fn results(quick: bool) -> Results {
     )
 }
 
+/// Whether the target named `what` was met; it must have been judged.
+fn met(results: &Results, what: &str) -> Option<bool> {
+    results
+        .targets
+        .iter()
+        .find(|t| t.what == what)
+        .unwrap_or_else(|| panic!("{what}: {:?}", results.targets))
+        .met
+}
+
 fn scenario<'a>(results: &'a Results, name: &str) -> &'a ScenarioResult {
     results
         .scenarios
@@ -200,21 +210,22 @@ fn round_against_round_sets_each_round_against_its_baselines_same_round() {
     // One round against three: nothing to pair.
     assert_eq!(get("many").throughput_ratio_paired, None);
     assert_eq!(get("many").cpu_ratio_paired, None);
-    let target = |what: &str| {
-        results
-            .targets
-            .iter()
-            .find(|t| t.what == what)
-            .unwrap_or_else(|| panic!("{what}: {:?}", results.targets))
-            .met
-    };
-    assert_eq!(target("pipeline / forwarder throughput"), Some(false));
     assert_eq!(
-        target("pipeline / forwarder throughput, round against round"),
+        met(&results, "pipeline / forwarder throughput"),
+        Some(false)
+    );
+    assert_eq!(
+        met(
+            &results,
+            "pipeline / forwarder throughput, round against round"
+        ),
         Some(true)
     );
     assert_eq!(
-        target("pipeline / forwarder CPU per delivery, round against round"),
+        met(
+            &results,
+            "pipeline / forwarder CPU per delivery, round against round"
+        ),
         Some(false)
     );
     let table = results.table();
@@ -254,20 +265,19 @@ fn once_delivering_leaves_the_start_up_out_of_both() {
         close(pipeline.throughput_ratio_after_first, 0.95),
         "{pipeline:?}"
     );
-    let met = |what: &str| {
-        results
-            .targets
-            .iter()
-            .find(|t| t.what == what)
-            .and_then(|t| t.met)
-    };
-    assert_eq!(met("pipeline / forwarder CPU per delivery"), Some(false));
     assert_eq!(
-        met("pipeline / forwarder CPU per delivery, once delivering"),
+        met(&results, "pipeline / forwarder CPU per delivery"),
+        Some(false)
+    );
+    assert_eq!(
+        met(
+            &results,
+            "pipeline / forwarder CPU per delivery, once delivering"
+        ),
         Some(true)
     );
     assert_eq!(
-        met("pipeline / forwarder throughput, once delivering"),
+        met(&results, "pipeline / forwarder throughput, once delivering"),
         Some(false)
     );
     let table = results.table();
