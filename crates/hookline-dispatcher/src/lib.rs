@@ -9,6 +9,9 @@
 /// of std's SipHash.
 type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
+/// The hash set beside [`FastMap`], with the same hasher.
+type FastSet<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;
+
 mod admin;
 mod attempts;
 mod cancellations;

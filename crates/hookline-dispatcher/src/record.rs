@@ -2,13 +2,13 @@
 //! headers are read through hookline-kafka's reader, never rdkafka's accessor, which panics
 //! on a header name that is not UTF-8.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use hookline_core::headers::{PUBLISHED_AT, REDRIVEN_FROM, is_delivery_header};
 use hookline_kafka::read_headers;
 use rdkafka::message::{BorrowedMessage, Message};
 
+use crate::FastSet;
 use crate::offsets::PartitionKey;
 
 /// The most bytes of a `hookline-redriven-from` value the attempt log keeps.
@@ -18,7 +18,7 @@ pub const MAX_REDRIVEN_FROM_LEN: usize = 512;
 /// key made from it share their topic's name rather than copying it (four copies a
 /// delivery before).
 #[derive(Debug, Default)]
-pub struct TopicNames(HashSet<Arc<str>, foldhash::fast::RandomState>);
+pub struct TopicNames(FastSet<Arc<str>>);
 
 impl TopicNames {
     /// The shared name of `topic`.
