@@ -6,6 +6,7 @@
 //! loop and cannot be deferred without breaking their order: they wait, cancellably.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -94,33 +95,35 @@ pub(crate) async fn admit<'a>(
     } else {
         Some(breaker_ticket(ctx, target)?)
     };
-    // The endpoint's queue: a fast endpoint frees a place soon, whatever its backlog; one
-    // that keeps every place for `queue_wait` is slow, and the record goes to a tier.
-    let slot = if strict {
-        None
-    } else {
-        let queue = Arc::clone(&endpoint.queue).acquire_owned();
-        Some(
-            wait(
-                ctx,
-                delivery,
-                endpoint,
-                deadline,
-                queue,
-                "endpoint_queue_full",
-                first_tier,
-            )
-            .await?,
-        )
+    // The endpoint's queue, then its concurrency, waited for as one wait: a record that
+    // waits for both arms one timer and one move-on waiter, not two of each. A fast endpoint
+    // frees a place soon, whatever its backlog; one that keeps every place for `queue_wait`
+    // is slow, and the record goes to a tier, named by the place it was waiting for.
+    let queued = AtomicBool::new(strict);
+    let waiting_for = || {
+        if queued.load(Ordering::Relaxed) {
+            "endpoint_busy"
+        } else {
+            "endpoint_queue_full"
+        }
     };
-    let permits = Arc::clone(&endpoint.permits).acquire_owned();
-    let endpoint_permit = wait(
+    let places = async {
+        let slot = if strict {
+            None
+        } else {
+            Some(Arc::clone(&endpoint.queue).acquire_owned().await?)
+        };
+        queued.store(true, Ordering::Relaxed);
+        let permit = Arc::clone(&endpoint.permits).acquire_owned().await?;
+        Ok((slot, permit))
+    };
+    let (slot, endpoint_permit) = wait(
         ctx,
         delivery,
         endpoint,
         deadline,
-        permits,
-        "endpoint_busy",
+        places,
+        waiting_for,
         first_tier,
     )
     .await?;
@@ -145,7 +148,7 @@ pub(crate) async fn admit<'a>(
             endpoint,
             deadline,
             ready,
-            "rate_limited",
+            || "rate_limited",
             wait_time,
         );
         ready.await?;
@@ -157,7 +160,7 @@ pub(crate) async fn admit<'a>(
         endpoint,
         deadline,
         global,
-        "dispatcher_busy",
+        || "dispatcher_busy",
         first_tier,
     )
     .await?;
@@ -201,15 +204,16 @@ fn breaker_ticket<'a>(ctx: &'a Ctx, target: &'a Target) -> Result<BreakerTicket<
 /// Waits for `future` until `deadline` (none: no deadline) or the delivery's order to move
 /// on. Past the deadline it waits on while the dispatcher has room or only its own
 /// endpoint's records are held back ([`crate::pressure`]), and gives way (a tier) once
-/// another's are. A closed semaphore means the dispatcher is stopping. A cancelled delivery
-/// is dropped by its task, this wait with it (`poll::Spawn::run`).
+/// another's are, saying `why()` as it reads then. A closed semaphore means the dispatcher is
+/// stopping. A cancelled delivery is dropped by its task, this wait with it
+/// (`poll::Spawn::run`).
 async fn wait<T>(
     ctx: &Ctx,
     delivery: &Delivery,
     endpoint: &Endpoint,
     deadline: Option<Instant>,
     future: impl Future<Output = Result<T, AcquireError>>,
-    why: &'static str,
+    why: impl Fn() -> &'static str,
     wait: Duration,
 ) -> Result<T, Halt> {
     let expired = async {
@@ -237,7 +241,7 @@ async fn wait<T>(
     let mut pressure = ctx.pressure.subscribe();
     loop {
         if pressure.borrow_and_update().must_give_way(&endpoint.id) {
-            return Err(Halt::Defer { why, wait });
+            return Err(Halt::Defer { why: why(), wait });
         }
         tokio::select! {
             acquired = &mut future => return acquired.map_err(|_| Halt::Abandoned),
@@ -245,7 +249,7 @@ async fn wait<T>(
             changed = pressure.changed() => {
                 if changed.is_err() {
                     // The poll loop is gone: the dispatcher is stopping.
-                    return Err(Halt::Defer { why, wait });
+                    return Err(Halt::Defer { why: why(), wait });
                 }
             }
         }
