@@ -54,11 +54,26 @@ pub(crate) async fn run_loop(
     let mut hold: Option<Hold> = None;
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Waited for across the turns of the loop, not made again at each: the shutdown's
+    // waiter, and the timer of the held record's next word, set once per hold (moved on to
+    // the next hold's time, never taken down and put back).
+    let stopping = shutdown.cancelled();
+    tokio::pin!(stopping);
+    let hold_timer = tokio::time::sleep(Duration::ZERO);
+    tokio::pin!(hold_timer);
+    let mut hold_timer_at = None;
     loop {
         let next_resume = shared.next_resume().map(tokio::time::Instant::from_std);
+        let hold_at = hold.as_ref().and_then(|h| h.next_at(settings.queue_wait));
+        if let Some(at) = hold_at
+            && hold_timer_at != Some(at)
+        {
+            hold_timer.as_mut().reset(at);
+            hold_timer_at = Some(at);
+        }
         tokio::select! {
             biased;
-            () = shutdown.cancelled() => break,
+            () = &mut stopping => break,
             () = sleep_until(next_resume), if next_resume.is_some() => {
                 resume_ready(&consumer, &shared, &chains, &ctx);
             }
@@ -73,8 +88,7 @@ pub(crate) async fn run_loop(
                 chains.sweep();
                 resume_ready(&consumer, &shared, &chains, &ctx);
             }
-            () = sleep_until(hold.as_ref().and_then(|h| h.next_at(settings.queue_wait))),
-                if hold.as_ref().is_some_and(|h| h.next_at(settings.queue_wait).is_some()) => {
+            () = &mut hold_timer, if hold_at.is_some() => {
                 // Records past their deadline for other endpoints now give way; after
                 // `queue_wait`, whatever their endpoint.
                 if let Some(hold) = hold.as_mut() {
