@@ -65,7 +65,7 @@ pub enum DispatchError {
     },
     /// The HTTP client could not be built.
     #[error("building the HTTP client")]
-    Http(#[source] reqwest::Error),
+    Http(#[source] crate::http::ClientError),
     /// Shutdown was asked for before the dispatcher finished starting.
     #[error("shut down during start-up")]
     ShutdownDuringStartup,

@@ -177,14 +177,16 @@ impl DispatcherConfig {
                 let pem = std::fs::read(path).map_err(|error| {
                     DispatchError::config("http.ca_file", format!("{}: {error}", path.display()))
                 })?;
-                crate::http::certificates("http.ca_file", &pem).map_err(|error| {
-                    DispatchError::config(
-                        "http.ca_file",
-                        format!("{}: {}", path.display(), error.reason),
-                    )
-                })?
+                crate::http::Roots(crate::http::certificates("http.ca_file", &pem).map_err(
+                    |error| {
+                        DispatchError::config(
+                            "http.ca_file",
+                            format!("{}: {}", path.display(), error.reason),
+                        )
+                    },
+                )?)
             }
-            None => Vec::new(),
+            None => crate::http::Roots::default(),
         };
         let dispatcher_id = self
             .dispatcher_id
@@ -426,7 +428,7 @@ pub struct Settings {
     /// Outbound address policy.
     pub address_policy: AddressPolicy,
     /// Roots trusted besides the system's (`http.ca_file`).
-    pub ca_roots: Vec<reqwest::Certificate>,
+    pub ca_roots: crate::http::Roots,
     /// Default attempt timeout.
     pub timeout: Duration,
     /// Largest payload delivered.

@@ -18,4 +18,4 @@ pub use registry::{
     STARTUP_PATIENCE, SchemaRefusal, check_writer_schema, with_patience,
 };
 pub use settings::{KafkaSettings, PropertyError, RESERVED_PROPERTIES, is_sensitive};
-pub use system_tls::with_system_tls;
+pub use system_tls::{system_tls, with_system_tls};

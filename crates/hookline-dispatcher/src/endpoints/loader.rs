@@ -94,7 +94,7 @@ mod fuzz {
             clients: crate::http::ClientFactory::new(
                 std::sync::Arc::new(hookline_core::url_guard::AddressPolicy::default()),
                 "hookline-test",
-                Vec::new(),
+                crate::http::Roots::default(),
             ),
         })
     }

@@ -71,7 +71,7 @@ pub struct Endpoint {
     pub queue: Arc<Semaphore>,
     /// Its own HTTP client when it has a client certificate or a `server_ca`, built once
     /// per config version; `None`: the dispatcher's shared client.
-    pub client: Option<reqwest::Client>,
+    pub client: Option<crate::http::DeliveryClient>,
     /// Its failing-since clock: kept across config changes, reset when it is enabled again.
     pub lifecycle: Arc<Mutex<LifecycleState>>,
 }
@@ -338,7 +338,7 @@ impl EndpointTable {
         &self,
         id: &str,
         config: &EndpointConfig,
-    ) -> Result<Option<reqwest::Client>, String> {
+    ) -> Result<Option<crate::http::DeliveryClient>, String> {
         let Some(tls) = endpoint_tls(config).map_err(|error| error.to_string())? else {
             return Ok(None);
         };

@@ -1,19 +1,22 @@
 //! Sending one attempt over HTTP: no redirects, no proxy, a timeout, a bounded response
 //! read, and the guarded resolver; the answer becomes an [`AttemptOutcome`] for
 //! classification. Endpoints with TLS material of their own (a client certificate, a
-//! private CA) get a client of their own, built by the same [`ClientFactory`].
+//! private CA) get a client of their own, built by the same
+//! [`ClientFactory`](super::ClientFactory).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use hookline_core::classify::{AttemptOutcome, parse_retry_after};
-use hookline_core::secret::Secret;
-use hookline_core::url_guard::{AddressPolicy, redact_url};
-use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue, RETRY_AFTER};
+use hookline_core::url_guard::redact_url;
+use http_body_util::BodyExt as _;
+use hyper::Uri;
+use hyper::body::Incoming;
+use hyper::header::{AUTHORIZATION, HeaderValue, RETRY_AFTER};
 
-use super::guard::{GuardError, GuardedResolver, PrecheckCache};
+use super::connect::{ClientError, ClientFactory, DeliveryClient};
+use super::guard::{GuardError, PrecheckCache};
 use super::request::OutboundRequest;
-use super::tls::EndpointTls;
 
 /// What one attempt gave.
 #[derive(Clone, Debug)]
@@ -40,61 +43,10 @@ impl Attempt {
     }
 }
 
-/// Builds every HTTP client of a dispatcher alike: no redirects, no retries of its own, no
-/// proxy, the address guard's resolver, the User-Agent, and the extra roots of
-/// `http.ca_file`.
-#[derive(Clone, Debug)]
-pub struct ClientFactory {
-    policy: Arc<AddressPolicy>,
-    user_agent: String,
-    roots: Vec<reqwest::Certificate>,
-}
-
-impl ClientFactory {
-    /// A factory for clients enforcing `policy` and trusting `roots` besides the system's.
-    pub fn new(
-        policy: Arc<AddressPolicy>,
-        user_agent: &str,
-        roots: Vec<reqwest::Certificate>,
-    ) -> Self {
-        ClientFactory {
-            policy,
-            user_agent: user_agent.to_owned(),
-            roots,
-        }
-    }
-
-    /// A client; with `tls`, one that presents its client certificate and trusts its CA.
-    pub fn build(&self, tls: Option<&EndpointTls>) -> Result<reqwest::Client, reqwest::Error> {
-        let mut builder = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .dns_resolver(Arc::new(GuardedResolver::new(Arc::clone(&self.policy))))
-            .user_agent(self.user_agent.as_str())
-            .no_proxy()
-            // The dispatcher owns retries (each one an attempt, logged and counted). reqwest's
-            // own layer retries only HTTP/2 and HTTP/3 refusals, which this build does not
-            // speak, yet it copied every request in case: no copy.
-            .retry(reqwest::retry::never().max_retries_per_request(0))
-            .pool_idle_timeout(Duration::from_secs(30));
-        if tls.is_none() && self.roots.is_empty() {
-            // The system's roots only: the process's shared connector.
-            return hookline_kafka::with_system_tls(builder).build();
-        }
-        let endpoint_roots = tls.map(|tls| tls.roots.iter()).into_iter().flatten();
-        for root in self.roots.iter().chain(endpoint_roots) {
-            builder = builder.add_root_certificate(root.clone());
-        }
-        if let Some(identity) = tls.and_then(|tls| tls.identity.clone()) {
-            builder = builder.identity(identity);
-        }
-        builder.build()
-    }
-}
-
 /// The HTTP client of a dispatcher.
 #[derive(Clone, Debug)]
 pub struct HttpSender {
-    client: reqwest::Client,
+    client: DeliveryClient,
     max_response_bytes: usize,
     /// The pre-check's verdicts, shared by every delivery.
     prechecks: Arc<PrecheckCache>,
@@ -102,11 +54,11 @@ pub struct HttpSender {
 
 impl HttpSender {
     /// The shared client, built by `factory` without endpoint TLS material.
-    pub fn new(factory: &ClientFactory, max_response_bytes: usize) -> Result<Self, reqwest::Error> {
+    pub fn new(factory: &ClientFactory, max_response_bytes: usize) -> Result<Self, ClientError> {
         Ok(HttpSender {
             client: factory.build(None)?,
             max_response_bytes,
-            prechecks: Arc::new(PrecheckCache::new(Arc::clone(&factory.policy))),
+            prechecks: Arc::new(PrecheckCache::new(Arc::clone(factory.policy()))),
         })
     }
 
@@ -122,7 +74,7 @@ impl HttpSender {
     /// `client` is the endpoint's own (mTLS, private CA), else the shared one is used.
     pub async fn send(
         &self,
-        client: Option<&reqwest::Client>,
+        client: Option<&DeliveryClient>,
         request: OutboundRequest,
         timeout: Duration,
     ) -> Attempt {
@@ -131,39 +83,36 @@ impl HttpSender {
         let client = client.unwrap_or(&self.client);
         let OutboundRequest {
             url,
-            headers,
+            mut headers,
             body,
             authorization,
             ..
         } = request;
-        let answered = tokio::time::timeout_at(
-            deadline,
-            post(client, url.clone(), headers, body, authorization.as_ref()),
-        )
-        .await;
+        if let Some(authorization) = authorization
+            && let Ok(mut value) = HeaderValue::try_from(authorization.expose())
+        {
+            value.set_sensitive(true);
+            headers.insert(AUTHORIZATION, value);
+        }
+        let failed = |outcome, detail| Attempt {
+            outcome,
+            took: started.elapsed(),
+            detail,
+            body: Vec::new(),
+            traceparent: None,
+        };
+        let Ok(uri) = Uri::try_from(url.as_str()) else {
+            let detail = format!("invalid URL for HTTP: {}", redact_url(url.as_str()));
+            return failed(AttemptOutcome::Connect, detail);
+        };
+        let answered = tokio::time::timeout_at(deadline, client.post(uri, headers, body)).await;
         let response = match answered {
             Err(_) => {
-                return Attempt {
-                    outcome: AttemptOutcome::Timeout,
-                    took: started.elapsed(),
-                    detail: format!("no answer within {} ms", timeout.as_millis()),
-                    body: Vec::new(),
-                    traceparent: None,
-                };
+                let detail = format!("no answer within {} ms", timeout.as_millis());
+                return failed(AttemptOutcome::Timeout, detail);
             }
             Ok(Err(error)) => {
-                let outcome = if error.is_timeout() {
-                    AttemptOutcome::Timeout
-                } else {
-                    AttemptOutcome::Connect
-                };
-                return Attempt {
-                    outcome,
-                    took: started.elapsed(),
-                    detail: error_text(error, url.as_str()),
-                    body: Vec::new(),
-                    traceparent: None,
-                };
+                return failed(AttemptOutcome::Connect, error_text(&error, url.as_str()));
             }
             Ok(Ok(response)) => response,
         };
@@ -197,40 +146,26 @@ impl HttpSender {
     /// connection. Says why it stopped early, if it did.
     async fn read_body(
         &self,
-        mut response: reqwest::Response,
+        response: hyper::Response<Incoming>,
         deadline: tokio::time::Instant,
     ) -> (Vec<u8>, Option<&'static str>) {
+        let mut incoming = response.into_body();
         let mut body = Vec::new();
         while body.len() < self.max_response_bytes {
-            match tokio::time::timeout_at(deadline, response.chunk()).await {
-                Ok(Ok(Some(chunk))) => body.extend_from_slice(&chunk),
-                Ok(Ok(None)) => return (body, None),
-                Ok(Err(_)) => return (body, Some("body broken off")),
+            match tokio::time::timeout_at(deadline, incoming.frame()).await {
+                Ok(Some(Ok(frame))) => {
+                    // Trailers, if any, are not the body.
+                    if let Ok(data) = frame.into_data() {
+                        body.extend_from_slice(&data);
+                    }
+                }
+                Ok(None) => return (body, None),
+                Ok(Some(Err(_))) => return (body, Some("body broken off")),
                 Err(_) => return (body, Some("body timed out")),
             }
         }
         (body, None)
     }
-}
-
-/// POSTs `body` to `url` with `headers`, which move into reqwest's request uncopied (as
-/// does `url`, parsed already).
-async fn post(
-    client: &reqwest::Client,
-    url: reqwest::Url,
-    mut headers: HeaderMap,
-    body: Vec<u8>,
-    authorization: Option<&Secret>,
-) -> Result<reqwest::Response, reqwest::Error> {
-    if let Some(authorization) = authorization
-        && let Ok(mut value) = HeaderValue::try_from(authorization.expose())
-    {
-        value.set_sensitive(true);
-        headers.insert(AUTHORIZATION, value);
-    }
-    let mut request = client.post(url).body(body).build()?;
-    *request.headers_mut() = headers;
-    client.execute(request).await
 }
 
 /// The first characters of a response body, for error messages.
@@ -239,18 +174,18 @@ fn snippet(body: &[u8]) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// A send error as text for logs, the `hookline-last-error` header and the DLQ: without
-/// the URL reqwest puts in its message (its query string may hold a token), and with the
-/// URL redacted should a cause repeat it.
-fn error_text(error: reqwest::Error, url: &str) -> String {
-    let text = error_chain(&error.without_url());
+/// A send error as text for logs, the `hookline-last-error` header and the DLQ, with its
+/// causes, and with the URL redacted should one of them name it (its query string may hold
+/// a token).
+fn error_text(error: &dyn std::error::Error, url: &str) -> String {
+    let text = error_chain(error);
     if url.is_empty() {
         return text;
     }
     text.replace(url, &redact_url(url))
 }
 
-/// An error with its causes, which reqwest keeps apart.
+/// An error with its causes, which hyper-util keeps apart.
 fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();

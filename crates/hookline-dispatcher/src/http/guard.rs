@@ -1,16 +1,19 @@
-//! The outbound address guard at connection time: a DNS resolver that hands reqwest only the
-//! addresses the policy allows, so a name that later resolves to a private address (DNS
-//! rebinding) still cannot be reached; and a pre-check that tells a blocked URL apart from
-//! an unreachable one, so it goes to the DLQ with its own reason.
+//! The outbound address guard at connection time: a DNS resolver that hands the client's
+//! connector only the addresses the policy allows, so a name that later resolves to a
+//! private address (DNS rebinding) still cannot be reached; and a pre-check that tells a
+//! blocked URL apart from an unreachable one, so it goes to the DLQ with its own reason.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use hookline_core::url_guard::{AddressPolicy, TargetHost, check_ip, check_port, check_url};
+use hyper_util::client::legacy::connect::dns::Name;
 use reqwest::Url;
-use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
 /// Why a URL may not be called.
 #[derive(Clone, Debug, thiserror::Error)]
@@ -41,8 +44,23 @@ impl GuardedResolver {
     }
 }
 
-impl Resolve for GuardedResolver {
-    fn resolve(&self, name: Name) -> Resolving {
+/// The addresses a name resolved to that the policy allows.
+pub type Addrs = std::vec::IntoIter<SocketAddr>;
+
+/// A resolution under way.
+pub type Resolving = Pin<Box<dyn Future<Output = Result<Addrs, std::io::Error>> + Send>>;
+
+/// hyper-util's connector resolves through any service from a [`Name`] to addresses.
+impl tower_service::Service<Name> for GuardedResolver {
+    type Response = Addrs;
+    type Error = std::io::Error;
+    type Future = Resolving;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, name: Name) -> Resolving {
         let policy = Arc::clone(&self.policy);
         Box::pin(async move {
             let host = name.as_str().to_owned();
@@ -51,13 +69,12 @@ impl Resolve for GuardedResolver {
                 .filter(|addr| check_ip(addr.ip(), &policy).is_ok())
                 .collect();
             if allowed.is_empty() {
-                let refused: Box<dyn std::error::Error + Send + Sync> =
-                    format!("{host}: every address is refused by the outbound address policy")
-                        .into();
-                return Err(refused);
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    format!("{host}: every address is refused by the outbound address policy"),
+                ));
             }
-            let addrs: Addrs = Box::new(allowed.into_iter());
-            Ok(addrs)
+            Ok(allowed.into_iter())
         })
     }
 }

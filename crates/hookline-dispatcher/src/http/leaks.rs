@@ -7,10 +7,10 @@ use std::time::Duration;
 use hookline_core::url_guard::AddressPolicy;
 
 use super::request::OutboundRequest;
-use super::{ClientFactory, HttpSender};
+use super::{ClientFactory, HttpSender, Roots};
 
 fn sender_with(policy: AddressPolicy) -> HttpSender {
-    let factory = ClientFactory::new(Arc::new(policy), "hookline-test", Vec::new());
+    let factory = ClientFactory::new(Arc::new(policy), "hookline-test", Roots::default());
     HttpSender::new(&factory, 1024).expect("a client")
 }
 

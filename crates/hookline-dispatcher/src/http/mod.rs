@@ -2,6 +2,7 @@
 //! (shared, or an endpoint's own with its TLS material).
 
 mod client;
+mod connect;
 mod guard;
 mod request;
 mod tls;
@@ -10,7 +11,10 @@ mod tls;
 mod leaks;
 #[cfg(test)]
 mod trust;
+#[cfg(test)]
+mod wire;
 
-pub use client::{Attempt, ClientFactory, HttpSender};
+pub use client::{Attempt, HttpSender};
+pub use connect::{ClientError, ClientFactory, DeliveryClient};
 pub use request::{RequestParts, build_request};
-pub use tls::{TlsError, certificates, endpoint_tls};
+pub use tls::{Roots, TlsError, certificates, endpoint_tls};

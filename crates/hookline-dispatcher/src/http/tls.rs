@@ -27,9 +27,9 @@ fn tls_error(field: &'static str, reason: impl Into<String>) -> TlsError {
 #[derive(Clone)]
 pub struct EndpointTls {
     /// The client identity, when the endpoint has a client certificate.
-    pub identity: Option<reqwest::Identity>,
+    pub identity: Option<native_tls::Identity>,
     /// Extra roots for the receiver's certificate (`server_ca`).
-    pub roots: Vec<reqwest::Certificate>,
+    pub roots: Vec<native_tls::Certificate>,
 }
 
 impl std::fmt::Debug for EndpointTls {
@@ -41,11 +41,21 @@ impl std::fmt::Debug for EndpointTls {
     }
 }
 
+/// Roots trusted besides the system's (`http.ca_file`); shown by their number.
+#[derive(Clone, Default)]
+pub struct Roots(pub Vec<native_tls::Certificate>);
+
+impl std::fmt::Debug for Roots {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Roots({})", self.0.len())
+    }
+}
+
 /// Parses PEM certificates, at least one.
 pub fn certificates(
     field: &'static str,
     pem: &[u8],
-) -> Result<Vec<reqwest::Certificate>, TlsError> {
+) -> Result<Vec<native_tls::Certificate>, TlsError> {
     let parsed = X509::stack_from_pem(pem)
         .map_err(|error| tls_error(field, format!("is not PEM certificates: {error}")))?;
     if parsed.is_empty() {
@@ -57,7 +67,7 @@ pub fn certificates(
             let der = cert
                 .to_der()
                 .map_err(|error| tls_error(field, format!("cannot be encoded: {error}")))?;
-            reqwest::Certificate::from_der(&der)
+            native_tls::Certificate::from_der(&der)
                 .map_err(|error| tls_error(field, format!("is refused: {error}")))
         })
         .collect()
@@ -93,7 +103,7 @@ pub fn endpoint_tls(config: &EndpointConfig) -> Result<Option<EndpointTls>, TlsE
     Ok(Some(EndpointTls { identity, roots }))
 }
 
-fn identity(chain: &str, key: &str) -> Result<reqwest::Identity, TlsError> {
+fn identity(chain: &str, key: &str) -> Result<native_tls::Identity, TlsError> {
     let certs = X509::stack_from_pem(chain.as_bytes()).map_err(|error| {
         tls_error(
             "client_certificate",
@@ -130,7 +140,7 @@ fn identity(chain: &str, key: &str) -> Result<reqwest::Identity, TlsError> {
         })?;
         chain_pem.extend_from_slice(&pem);
     }
-    reqwest::Identity::from_pkcs8_pem(&chain_pem, &pkcs8).map_err(|_| {
+    native_tls::Identity::from_pkcs8(&chain_pem, &pkcs8).map_err(|_| {
         tls_error(
             "client_key",
             "is refused by the TLS library with this certificate",

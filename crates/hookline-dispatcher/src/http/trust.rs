@@ -10,14 +10,14 @@ use hookline_core::url_guard::AddressPolicy;
 use hookline_testkit::{TestPki, TlsReceiver};
 
 use super::leaks::request;
-use super::{ClientFactory, HttpSender};
+use super::{ClientFactory, HttpSender, Roots};
 
-fn sender(roots: Vec<reqwest::Certificate>) -> HttpSender {
+fn sender(roots: Vec<native_tls::Certificate>) -> HttpSender {
     let policy = AddressPolicy {
         allow_loopback: true,
         ..AddressPolicy::default()
     };
-    let factory = ClientFactory::new(Arc::new(policy), "hookline-test", roots);
+    let factory = ClientFactory::new(Arc::new(policy), "hookline-test", Roots(roots));
     HttpSender::new(&factory, 1024).expect("a client")
 }
 
@@ -42,7 +42,7 @@ async fn the_shared_client_refuses_an_unknown_ca_and_a_client_given_it_delivers(
     );
     assert!(receiver.received().is_empty(), "a request got through");
 
-    let ca = reqwest::Certificate::from_pem(pki.ca_pem().as_bytes()).expect("the CA");
+    let ca = native_tls::Certificate::from_pem(pki.ca_pem().as_bytes()).expect("the CA");
     let trusting = sender(vec![ca]);
     let attempt = trusting
         .send(None, request(receiver.url("given")), Duration::from_secs(5))

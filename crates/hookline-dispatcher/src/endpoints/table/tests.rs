@@ -21,7 +21,11 @@ fn table() -> EndpointTable {
         retry: RetryConfig::default().to_policy().expect("valid"),
         queue: 256,
         breaker: BreakerPolicy::default(),
-        clients: ClientFactory::new(Arc::new(AddressPolicy::default()), "test", Vec::new()),
+        clients: ClientFactory::new(
+            Arc::new(AddressPolicy::default()),
+            "test",
+            crate::http::Roots::default(),
+        ),
     })
 }
 
