@@ -563,7 +563,11 @@ async fn a_slow_endpoints_backlog_gives_way_to_another_endpoint() {
     );
     assert!(
         metric_with(&h, DEFERRED, "endpoint_queue_full") > 0,
-        "the slow records gave way"
+        "the slow records waiting for the endpoint's queue gave way"
+    );
+    assert!(
+        metric_with(&h, DEFERRED, "endpoint_busy") > 0,
+        "the slow records waiting for the endpoint's concurrency gave way, saying so"
     );
     wait_until(DEADLINE, "every slow event delivered", || async {
         (h.receiver.count("slow") >= 40).then_some(())
