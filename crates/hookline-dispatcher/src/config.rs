@@ -423,6 +423,15 @@ mod tests {
         assert!(error.contains("concurrency.per_endpoint_queue"), "{error}");
 
         let mut config = DispatcherConfig::default();
+        config.http.user_agent = "hookline\nInjected: yes".to_owned();
+        let error = config
+            .into_settings()
+            .expect_err("not a header value")
+            .to_string();
+        assert!(error.contains("http.user_agent"), "{error}");
+        assert!(!error.contains("Injected"), "{error}");
+
+        let mut config = DispatcherConfig::default();
         config.breaker.failure_rate_percent = 0;
         let error = config.into_settings().expect_err("no rate").to_string();
         assert!(error.contains("breaker.failure_rate_percent"), "{error}");

@@ -359,7 +359,7 @@ pub(crate) async fn register_dlq_schema(settings: &Settings, registry: &Registry
 fn client_factory(settings: &Settings) -> ClientFactory {
     ClientFactory::new(
         Arc::new(settings.address_policy.clone()),
-        &settings.user_agent,
+        settings.user_agent.clone(),
         settings.ca_roots.clone(),
     )
 }

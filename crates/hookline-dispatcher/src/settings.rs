@@ -10,6 +10,7 @@ use hookline_core::classify::ClassifyConfig;
 use hookline_core::policy::{PolicyError, RetryPolicy, RetryTiers, parse_suffix};
 use hookline_core::url_guard::AddressPolicy;
 use hookline_kafka::{Compatibility, KafkaSettings, RegistrySettings};
+use hyper::header::HeaderValue;
 use tokio::sync::Semaphore;
 
 use crate::attempts::AttemptsSettings;
@@ -172,6 +173,9 @@ impl DispatcherConfig {
             .clone()
             .unwrap_or_else(|| format!("{}.dlq", self.topics.events));
         let address_policy = self.outbound.to_policy()?;
+        let user_agent = HeaderValue::try_from(self.http.user_agent.as_str()).map_err(|_| {
+            DispatchError::config("http.user_agent", "is not a valid HTTP header value")
+        })?;
         let ca_roots = match &self.http.ca_file {
             Some(path) => {
                 let pem = std::fs::read(path).map_err(|error| {
@@ -228,7 +232,7 @@ impl DispatcherConfig {
             timeout: Duration::from_millis(self.http.timeout_ms),
             max_payload_bytes: self.http.max_payload_bytes,
             max_response_bytes: self.http.max_response_bytes,
-            user_agent: self.http.user_agent,
+            user_agent,
             max_in_flight: self.concurrency.max_in_flight,
             max_pending: self.concurrency.max_pending,
             per_endpoint_concurrency: self.concurrency.per_endpoint,
@@ -435,8 +439,8 @@ pub struct Settings {
     pub max_payload_bytes: usize,
     /// Most response bytes read.
     pub max_response_bytes: usize,
-    /// The User-Agent.
-    pub user_agent: String,
+    /// The User-Agent, checked as a header value when the config is read.
+    pub user_agent: HeaderValue,
     /// Global attempt concurrency.
     pub max_in_flight: usize,
     /// Unfinished records at most.

@@ -93,7 +93,7 @@ mod fuzz {
             breaker: BreakerPolicy::default(),
             clients: crate::http::ClientFactory::new(
                 std::sync::Arc::new(hookline_core::url_guard::AddressPolicy::default()),
-                "hookline-test",
+                hyper::header::HeaderValue::from_static("hookline-test"),
                 crate::http::Roots::default(),
             ),
         })

@@ -31,16 +31,11 @@ const KEEPALIVE_RETRIES: u32 = 3;
 
 type Connector = HttpsConnector<HttpConnector<GuardedResolver>>;
 
-/// Why a client could not be built.
+/// Why a client could not be built: the TLS library refused its connector (its roots or
+/// identity).
 #[derive(Debug, thiserror::Error)]
-pub enum ClientError {
-    /// The TLS library refused the connector (its roots or identity).
-    #[error("building the TLS connector: {0}")]
-    Tls(#[from] native_tls::Error),
-    /// The User-Agent cannot be sent as a header value.
-    #[error("`http.user_agent` is not a valid HTTP header value")]
-    UserAgent,
-}
+#[error("building the TLS connector: {0}")]
+pub struct ClientError(#[from] native_tls::Error);
 
 /// One delivery client: a pool of connections and how they are made. Cheap to clone (the
 /// clones share the pool).
@@ -88,16 +83,16 @@ impl DeliveryClient {
 #[derive(Clone, Debug)]
 pub struct ClientFactory {
     policy: Arc<AddressPolicy>,
-    user_agent: String,
+    user_agent: HeaderValue,
     roots: Roots,
 }
 
 impl ClientFactory {
     /// A factory for clients enforcing `policy` and trusting `roots` besides the system's.
-    pub fn new(policy: Arc<AddressPolicy>, user_agent: &str, roots: Roots) -> Self {
+    pub fn new(policy: Arc<AddressPolicy>, user_agent: HeaderValue, roots: Roots) -> Self {
         ClientFactory {
             policy,
-            user_agent: user_agent.to_owned(),
+            user_agent,
             roots,
         }
     }
@@ -141,8 +136,9 @@ impl ClientFactory {
             .pool_timer(TokioTimer::new())
             .pool_idle_timeout(POOL_IDLE)
             .build(connector);
-        let user_agent =
-            HeaderValue::try_from(self.user_agent.as_str()).map_err(|_| ClientError::UserAgent)?;
-        Ok(DeliveryClient { client, user_agent })
+        Ok(DeliveryClient {
+            client,
+            user_agent: self.user_agent.clone(),
+        })
     }
 }

@@ -5,12 +5,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hookline_core::url_guard::AddressPolicy;
+use hyper::header::HeaderValue;
 
 use super::request::OutboundRequest;
 use super::{ClientFactory, HttpSender, Roots};
 
 fn sender_with(policy: AddressPolicy) -> HttpSender {
-    let factory = ClientFactory::new(Arc::new(policy), "hookline-test", Roots::default());
+    let factory = ClientFactory::new(
+        Arc::new(policy),
+        HeaderValue::from_static("hookline-test"),
+        Roots::default(),
+    );
     HttpSender::new(&factory, 1024).expect("a client")
 }
 

@@ -8,6 +8,7 @@ use std::time::Duration;
 use hookline_core::classify::AttemptOutcome;
 use hookline_core::url_guard::AddressPolicy;
 use hookline_testkit::{TestPki, TlsReceiver};
+use hyper::header::HeaderValue;
 
 use super::leaks::request;
 use super::{ClientFactory, HttpSender, Roots};
@@ -17,7 +18,11 @@ fn sender(roots: Vec<native_tls::Certificate>) -> HttpSender {
         allow_loopback: true,
         ..AddressPolicy::default()
     };
-    let factory = ClientFactory::new(Arc::new(policy), "hookline-test", Roots(roots));
+    let factory = ClientFactory::new(
+        Arc::new(policy),
+        HeaderValue::from_static("hookline-test"),
+        Roots(roots),
+    );
     HttpSender::new(&factory, 1024).expect("a client")
 }
 

@@ -19,7 +19,11 @@ fn sender(max_response_bytes: usize) -> HttpSender {
         allow_loopback: true,
         ..AddressPolicy::default()
     };
-    let factory = ClientFactory::new(Arc::new(policy), "hookline-wire-test", Roots::default());
+    let factory = ClientFactory::new(
+        Arc::new(policy),
+        HeaderValue::from_static("hookline-wire-test"),
+        Roots::default(),
+    );
     HttpSender::new(&factory, max_response_bytes).expect("a client")
 }
 

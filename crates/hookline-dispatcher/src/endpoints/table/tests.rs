@@ -23,7 +23,7 @@ fn table() -> EndpointTable {
         breaker: BreakerPolicy::default(),
         clients: ClientFactory::new(
             Arc::new(AddressPolicy::default()),
-            "test",
+            hyper::header::HeaderValue::from_static("test"),
             crate::http::Roots::default(),
         ),
     })
