@@ -1,5 +1,7 @@
 //! The text of a failed attempt never holds the URL's query string: it goes into logs, the
 //! `hookline-last-error` retry header and the DLQ's `error_message`.
+//!
+//! Its sender and request are those of the client's other tests (`trust`, `wire`) too.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,20 +12,34 @@ use hyper::header::HeaderValue;
 use super::request::OutboundRequest;
 use super::{ClientFactory, HttpSender, Roots};
 
-fn sender_with(policy: AddressPolicy) -> HttpSender {
+/// The User-Agent of the tests' senders.
+pub(super) const USER_AGENT: &str = "hookline-test";
+
+/// The default policy with loopback allowed: the tests' receivers are on it.
+pub(super) fn loopback() -> AddressPolicy {
+    AddressPolicy {
+        allow_loopback: true,
+        ..AddressPolicy::default()
+    }
+}
+
+/// A sender under `policy` that trusts `roots` besides the system's and reads at most
+/// `max_response_bytes` of an answer, built as the dispatcher builds its own.
+pub(super) fn sender_with(
+    policy: AddressPolicy,
+    roots: Roots,
+    max_response_bytes: usize,
+) -> HttpSender {
     let factory = ClientFactory::new(
         Arc::new(policy),
-        HeaderValue::from_static("hookline-test"),
-        Roots::default(),
+        HeaderValue::from_static(USER_AGENT),
+        roots,
     );
-    HttpSender::new(&factory, 1024).expect("a client")
+    HttpSender::new(&factory, max_response_bytes).expect("a client")
 }
 
 fn sender() -> HttpSender {
-    sender_with(AddressPolicy {
-        allow_loopback: true,
-        ..AddressPolicy::default()
-    })
+    sender_with(loopback(), Roots::default(), 1024)
 }
 
 /// A POST of `{}` to `url`, with no headers of its own.
@@ -60,7 +76,7 @@ async fn a_refused_connection_is_told_without_the_query_string() {
 #[tokio::test]
 async fn a_refused_address_is_told_without_the_query_string() {
     // The guarded resolver refuses loopback for this client: the error comes from it.
-    let sender = sender_with(AddressPolicy::default());
+    let sender = sender_with(AddressPolicy::default(), Roots::default(), 1024);
     let url = "http://localhost:9/hook?token=SECRETVALUE".to_owned();
     let attempt = sender
         .send(None, request(url), Duration::from_secs(5))

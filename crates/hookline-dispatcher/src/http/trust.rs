@@ -2,28 +2,16 @@
 //! process's one TLS connector) refuses a certificate from a CA the system does not know;
 //! a client given that CA (`http.ca_file`) delivers to the same server.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use hookline_core::classify::AttemptOutcome;
-use hookline_core::url_guard::AddressPolicy;
 use hookline_testkit::{TestPki, TlsReceiver};
-use hyper::header::HeaderValue;
 
-use super::leaks::request;
-use super::{ClientFactory, HttpSender, Roots};
+use super::leaks::{loopback, request, sender_with};
+use super::{HttpSender, Roots};
 
 fn sender(roots: Vec<native_tls::Certificate>) -> HttpSender {
-    let policy = AddressPolicy {
-        allow_loopback: true,
-        ..AddressPolicy::default()
-    };
-    let factory = ClientFactory::new(
-        Arc::new(policy),
-        HeaderValue::from_static("hookline-test"),
-        Roots(roots),
-    );
-    HttpSender::new(&factory, 1024).expect("a client")
+    sender_with(loopback(), Roots(roots), 1024)
 }
 
 #[tokio::test]

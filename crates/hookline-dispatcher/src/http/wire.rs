@@ -2,29 +2,19 @@
 //! the request's headers and body as built, with the User-Agent, `accept`, the credential,
 //! the length and the host; the answer's status, `Retry-After` and the start of its body.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use hookline_core::classify::AttemptOutcome;
 use hookline_core::secret::Secret;
-use hookline_core::url_guard::AddressPolicy;
 use hookline_testkit::{Receiver, Reply};
 use hyper::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 
+use super::leaks::{USER_AGENT, loopback, sender_with};
 use super::request::OutboundRequest;
-use super::{ClientFactory, HttpSender, Roots};
+use super::{HttpSender, Roots};
 
 fn sender(max_response_bytes: usize) -> HttpSender {
-    let policy = AddressPolicy {
-        allow_loopback: true,
-        ..AddressPolicy::default()
-    };
-    let factory = ClientFactory::new(
-        Arc::new(policy),
-        HeaderValue::from_static("hookline-wire-test"),
-        Roots::default(),
-    );
-    HttpSender::new(&factory, max_response_bytes).expect("a client")
+    sender_with(loopback(), Roots::default(), max_response_bytes)
 }
 
 fn post(url: &str, body: &[u8], authorization: Option<Secret>) -> OutboundRequest {
@@ -59,7 +49,7 @@ async fn the_receiver_gets_the_headers_the_body_and_who_sent_them() {
     assert_eq!(got.header("content-type"), Some("application/json"));
     assert_eq!(got.header("webhook-id"), Some("msg_wire"));
     assert_eq!(got.header("authorization"), Some("Bearer wire-token"));
-    assert_eq!(got.header("user-agent"), Some("hookline-wire-test"));
+    assert_eq!(got.header("user-agent"), Some(USER_AGENT));
     assert_eq!(got.header("accept"), Some("*/*"));
     let length = body.len().to_string();
     assert_eq!(got.header("content-length"), Some(length.as_str()));
