@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use axum::extract::FromRequestParts;
 use hookline_core::signing::{
-    SigningSecret, VerifyingKey, WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP, check_timestamp,
-    verify, verify_v1a,
+    SigningError, SigningSecret, VerifyingKey, WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP,
+    check_timestamp, verify, verify_v1a,
 };
 use http::request::Parts;
 use http::{HeaderMap, StatusCode};
@@ -51,6 +51,10 @@ pub enum Rejection {
     /// No signature matches any secret or key.
     #[error("no valid signature")]
     Signature,
+    /// `webhook-signature` carries more signatures of one version than
+    /// [`MAX_SIGNATURE_CANDIDATES`](hookline_core::signing::MAX_SIGNATURE_CANDIDATES); none was checked.
+    #[error("too many signatures")]
+    TooManySignatures,
     /// The body is larger than the limit.
     #[error("body too large")]
     BodyTooLarge,
@@ -66,7 +70,8 @@ impl Rejection {
             Rejection::MissingHeader(_)
             | Rejection::InvalidHeader(_)
             | Rejection::Timestamp
-            | Rejection::Signature => StatusCode::UNAUTHORIZED,
+            | Rejection::Signature
+            | Rejection::TooManySignatures => StatusCode::UNAUTHORIZED,
             Rejection::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Rejection::Body => StatusCode::BAD_REQUEST,
         }
@@ -79,6 +84,7 @@ impl Rejection {
             Rejection::InvalidHeader(_) => "invalid_header",
             Rejection::Timestamp => "timestamp",
             Rejection::Signature => "signature",
+            Rejection::TooManySignatures => "too_many_signatures",
             Rejection::BodyTooLarge => "body_too_large",
             Rejection::Body => "body",
         }
@@ -105,7 +111,9 @@ impl Verifier {
     }
 
     /// The decision for one request at `now_s` (epoch seconds): the timestamp first, then
-    /// the signatures over the exact body bytes.
+    /// the signatures over the exact body bytes, `v1` then `v1a`. Its cost is bounded by the
+    /// secrets and keys, not by the header: one with more than [`MAX_SIGNATURE_CANDIDATES`](hookline_core::signing::MAX_SIGNATURE_CANDIDATES)
+    /// signatures of a version is refused with [`Rejection::TooManySignatures`].
     pub fn verify(
         &self,
         headers: &HeaderMap,
@@ -122,15 +130,18 @@ impl Verifier {
             .map_err(|_| Rejection::InvalidHeader(WEBHOOK_TIMESTAMP))?;
         check_timestamp(timestamp_s, now_s, self.tolerance).map_err(|_| Rejection::Timestamp)?;
         let signatures = header(headers, WEBHOOK_SIGNATURE)?;
-        let v1 = verify(&self.secrets, id, timestamp_s, body, signatures).is_ok();
-        if v1 || verify_v1a(&self.keys, id, timestamp_s, body, signatures).is_ok() {
-            Ok(Verified {
-                id: id.to_owned(),
-                timestamp_s,
-            })
-        } else {
-            Err(Rejection::Signature)
-        }
+        let outcome = match verify(&self.secrets, id, timestamp_s, body, signatures) {
+            Err(SigningError::NoMatch) => verify_v1a(&self.keys, id, timestamp_s, body, signatures),
+            v1 => v1,
+        };
+        outcome.map_err(|error| match error {
+            SigningError::TooManySignatures { .. } => Rejection::TooManySignatures,
+            _ => Rejection::Signature,
+        })?;
+        Ok(Verified {
+            id: id.to_owned(),
+            timestamp_s,
+        })
     }
 }
 
@@ -144,7 +155,7 @@ fn header<'a>(headers: &'a HeaderMap, name: &'static str) -> Result<&'a str, Rej
 
 #[cfg(test)]
 mod tests {
-    use hookline_core::signing::{Signer, SigningKey};
+    use hookline_core::signing::{MAX_SIGNATURE_CANDIDATES, Signer, SigningKey};
     use http::HeaderValue;
     use rand::SeedableRng;
     use rand::rngs::StdRng;
@@ -277,5 +288,30 @@ mod tests {
             verifier(vec![], vec![other]).verify(&h, BODY, TS),
             Err(Rejection::Signature)
         );
+    }
+
+    #[test]
+    fn a_flood_of_signatures_is_a_401_of_its_own() {
+        let mut rng = StdRng::seed_from_u64(8);
+        let key = SigningKey::generate(&mut rng);
+        let v = verifier(vec![secret()], vec![key.public_key()]);
+        let v1a = key.sign(ID, TS, BODY);
+        let at = |sig: &str| v.verify(&headers(ID, "1614265330", sig), BODY, TS);
+        let repeated = |sig: &str, n: usize| vec![sig; n].join(" ");
+        // Even with the right signature among them, past the cap nothing is checked.
+        for header in [
+            repeated(SIGNATURE, MAX_SIGNATURE_CANDIDATES + 1),
+            repeated(SIGNATURE, 50_000),
+            format!("v1,AAAA {}", repeated(&v1a, MAX_SIGNATURE_CANDIDATES + 1)),
+        ] {
+            assert_eq!(at(&header), Err(Rejection::TooManySignatures));
+        }
+        let r = Rejection::TooManySignatures;
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(r.code(), "too_many_signatures");
+        // Within the cap, the right one anywhere verifies.
+        let wrong = SigningSecret::generate(&mut rng).sign(ID, TS, BODY);
+        assert!(at(&format!("{} {SIGNATURE}", repeated(&wrong, 15))).is_ok());
+        assert!(at(&format!("{} {v1a}", repeated(&wrong, 15))).is_ok());
     }
 }

@@ -9,11 +9,11 @@ use std::str::FromStr;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use ed25519_dalek::{KEYPAIR_LENGTH, PUBLIC_KEY_LENGTH};
+use ed25519_dalek::{KEYPAIR_LENGTH, PUBLIC_KEY_LENGTH, SIGNATURE_LENGTH};
 use ed25519_dalek::{SECRET_KEY_LENGTH, Signature, Signer as _};
 use rand::Rng;
 
-use super::{SigningError, signatures_of, signed_content};
+use super::{SigningError, candidates, signed_content};
 
 /// Prefix of a signing key's text form.
 pub const SIGNING_KEY_PREFIX: &str = "whsk_";
@@ -143,9 +143,10 @@ impl VerifyingKey {
         format!("{PUBLIC_KEY_PREFIX}{}", BASE64.encode(self.0.as_bytes()))
     }
 
-    fn verifies(&self, content: &[u8], signature: &[u8]) -> bool {
-        Signature::from_slice(signature)
-            .is_ok_and(|signature| self.0.verify_strict(content, &signature).is_ok())
+    fn verifies(&self, content: &[u8], signature: &Signature) -> bool {
+        #[cfg(test)]
+        super::work::count(|w| &mut w.ed25519);
+        self.0.verify_strict(content, signature).is_ok()
     }
 }
 
@@ -170,8 +171,12 @@ impl FromStr for VerifyingKey {
 }
 
 /// Checks a `webhook-signature` value as a receiver holding public keys would: `Ok` when any
-/// `v1a` signature in it verifies (strictly) with any key. Other versions are ignored. Check
-/// the timestamp separately with [`check_timestamp`](super::check_timestamp).
+/// `v1a` signature in it verifies (strictly) with any key. Other versions are ignored, and
+/// so are `v1a` signatures that are not 64 bytes. The signed message is put together once,
+/// and only when there is a key and a signature to check it with. A value with more than
+/// [`MAX_SIGNATURE_CANDIDATES`](super::MAX_SIGNATURE_CANDIDATES) `v1a` signatures is
+/// refused with [`SigningError::TooManySignatures`] before any check. Check the timestamp
+/// separately with [`check_timestamp`](super::check_timestamp).
 pub fn verify_v1a(
     keys: &[VerifyingKey],
     msg_id: &str,
@@ -179,11 +184,18 @@ pub fn verify_v1a(
     body: &[u8],
     signature_header: &str,
 ) -> Result<(), SigningError> {
+    let signatures: Vec<Signature> = candidates::<SIGNATURE_LENGTH>(signature_header, "v1a")?
+        .iter()
+        .map(Signature::from_bytes)
+        .collect();
+    if keys.is_empty() || signatures.is_empty() {
+        return Err(SigningError::NoMatch);
+    }
+    // Ed25519 hashes the message as one slice: one copy per request, not per check.
     let content = signed_content(msg_id, timestamp_s, body);
-    let candidates: Vec<Vec<u8>> = signatures_of(signature_header, "v1a").collect();
     let matched = keys
         .iter()
-        .any(|key| candidates.iter().any(|sig| key.verifies(&content, sig)));
+        .any(|key| signatures.iter().any(|sig| key.verifies(&content, sig)));
     if matched {
         Ok(())
     } else {

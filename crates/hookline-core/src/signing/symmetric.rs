@@ -5,16 +5,20 @@ use std::str::FromStr;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use hmac::digest::CtOutput;
 use hmac::{Hmac, Mac};
 use rand::Rng;
 use sha2::Sha256;
 
 use super::{
     MAX_SECRET_LEN, MIN_SECRET_LEN, SECRET_PREFIX, SigningError, WEBHOOK_ID, WEBHOOK_SIGNATURE,
-    WEBHOOK_TIMESTAMP, signatures_of,
+    WEBHOOK_TIMESTAMP, candidates,
 };
 
 type HmacSha256 = Hmac<Sha256>;
+
+/// The length of an HMAC-SHA256 tag, the only length a `v1` signature can have.
+const TAG_LEN: usize = 32;
 
 /// A symmetric signing key, written `whsec_<base64>`. Its `Debug` never shows the key.
 #[derive(Clone)]
@@ -52,6 +56,8 @@ impl SigningSecret {
     }
 
     fn mac(&self, msg_id: &str, timestamp_s: i64, body: &[u8]) -> HmacSha256 {
+        #[cfg(test)]
+        super::work::count(|w| &mut w.hmacs);
         let mut mac = HmacSha256::new_from_slice(&self.0).expect("HMAC accepts keys of any length");
         mac.update(msg_id.as_bytes());
         mac.update(b".");
@@ -111,8 +117,11 @@ pub fn signature_headers(
 }
 
 /// Checks a `webhook-signature` value as a receiver would: `Ok` when any `v1` signature in
-/// it matches any secret (compared in constant time). Other versions are ignored. Check
-/// the timestamp separately with [`check_timestamp`](super::check_timestamp).
+/// it matches any secret. Each secret's tag is computed once, over the body in place, and
+/// compared in constant time with every `v1` signature of the right length; other versions
+/// are ignored. A value with more than [`MAX_SIGNATURE_CANDIDATES`](super::MAX_SIGNATURE_CANDIDATES)
+/// `v1` signatures is refused with [`SigningError::TooManySignatures`] before any HMAC.
+/// Check the timestamp separately with [`check_timestamp`](super::check_timestamp).
 pub fn verify(
     secrets: &[SigningSecret],
     msg_id: &str,
@@ -120,15 +129,15 @@ pub fn verify(
     body: &[u8],
     signature_header: &str,
 ) -> Result<(), SigningError> {
-    let candidates: Vec<Vec<u8>> = signatures_of(signature_header, "v1").collect();
-    let matched = secrets.iter().any(|secret| {
-        candidates.iter().any(|sig| {
-            secret
-                .mac(msg_id, timestamp_s, body)
-                .verify_slice(sig)
-                .is_ok()
-        })
-    });
+    let candidates: Vec<CtOutput<HmacSha256>> = candidates::<TAG_LEN>(signature_header, "v1")?
+        .into_iter()
+        .map(|tag| CtOutput::new(tag.into()))
+        .collect();
+    let matched = !candidates.is_empty()
+        && secrets.iter().any(|secret| {
+            // `CtOutput`'s `==` compares in constant time.
+            candidates.contains(&secret.mac(msg_id, timestamp_s, body).finalize())
+        });
     if matched {
         Ok(())
     } else {
