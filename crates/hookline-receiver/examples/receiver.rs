@@ -63,9 +63,10 @@ struct Args {
     /// Timestamp tolerance, seconds.
     #[arg(long, default_value_t = 300)]
     tolerance_s: u64,
-    /// How long a webhook id is remembered, seconds.
-    #[arg(long, default_value_t = 86_400)]
-    dedup_ttl_s: u64,
+    /// How long a webhook id is remembered, seconds; at least twice the tolerance (unset: a
+    /// day, or twice the tolerance if that is longer).
+    #[arg(long)]
+    dedup_ttl_s: Option<u64>,
     /// How long a claim holds an id while its handler runs, seconds.
     #[arg(long, default_value_t = 60)]
     processing_lease_s: u64,

@@ -32,15 +32,22 @@ pub struct ReceiverConfig {
     pub tolerance_s: u64,
     /// The largest body read, in bytes; a larger one is refused with 413.
     pub max_body_bytes: usize,
-    /// How long a webhook id is remembered, in seconds (24 h by default).
-    pub dedup_ttl_s: u64,
+    /// How long a webhook id is remembered, in seconds; at least twice `tolerance_s`. A
+    /// timestamp is accepted up to `tolerance_s` behind or ahead of the clock, so a copy of
+    /// a delivery stays in time for up to twice that after the first arrived: a shorter TTL
+    /// would forget the id while a replay still verifies. Unset, it is a day, or twice
+    /// `tolerance_s` when that is longer.
+    pub dedup_ttl_s: Option<u64>,
     /// How long a claim holds an id while its handler runs, in seconds (60 by default, at
-    /// most `dedup_ttl_s`): copies get 409 meanwhile; after it (a receiver that crashed
+    /// most the TTL): copies get 409 meanwhile; after it (a receiver that crashed
     /// mid-handler) a retry is processed. Longer than the slowest handler.
     pub processing_lease_s: u64,
     /// What to do when the store cannot answer.
     pub on_store_error: OnStoreError,
 }
+
+/// The TTL of an id when `dedup_ttl_s` is unset and twice `tolerance_s` is shorter: a day.
+const DEFAULT_DEDUP_TTL_S: u64 = 24 * 60 * 60;
 
 impl Default for ReceiverConfig {
     fn default() -> Self {
@@ -48,7 +55,7 @@ impl Default for ReceiverConfig {
             secrets: Vec::new(),
             tolerance_s: DEFAULT_TOLERANCE.as_secs(),
             max_body_bytes: 1024 * 1024,
-            dedup_ttl_s: 24 * 60 * 60,
+            dedup_ttl_s: None,
             processing_lease_s: 60,
             on_store_error: OnStoreError::Reject,
         }
@@ -67,6 +74,18 @@ pub enum ConfigError {
         #[source]
         source: SigningError,
     },
+    /// `dedup_ttl_s` is set below twice `tolerance_s`, so a replay could verify after its
+    /// id was forgotten.
+    #[error(
+        "dedup_ttl_s ({dedup_ttl_s}) must be at least twice tolerance_s ({tolerance_s}): \
+         a copy replayed after its id is forgotten would still be in time"
+    )]
+    ReplayWindow {
+        /// The TTL set, in seconds.
+        dedup_ttl_s: u64,
+        /// The tolerance, in seconds.
+        tolerance_s: u64,
+    },
     /// A field is out of range.
     #[error("{field} must be {what}")]
     Range {
@@ -84,7 +103,7 @@ pub struct ReceiverSettings {
     pub verifier: Verifier,
     /// The largest body read.
     pub max_body_bytes: usize,
-    /// How long an id is remembered.
+    /// How long an id is remembered: `dedup_ttl_s`, or the TTL derived from `tolerance_s`.
     pub dedup_ttl: Duration,
     /// How long a claim holds an id while its handler runs.
     pub processing_lease: Duration,
@@ -98,6 +117,20 @@ impl ReceiverConfig {
         ReceiverConfig {
             secrets: secrets.into_iter().collect(),
             ..ReceiverConfig::default()
+        }
+    }
+
+    /// The TTL of an id: `dedup_ttl_s` if set and at least twice `tolerance_s`, refused if
+    /// set below; unset, a day or twice `tolerance_s`, whichever is longer.
+    fn effective_dedup_ttl_s(&self) -> Result<u64, ConfigError> {
+        let replay_window_s = self.tolerance_s.saturating_mul(2);
+        match self.dedup_ttl_s {
+            Some(dedup_ttl_s) if dedup_ttl_s < replay_window_s => Err(ConfigError::ReplayWindow {
+                dedup_ttl_s,
+                tolerance_s: self.tolerance_s,
+            }),
+            Some(dedup_ttl_s) => Ok(dedup_ttl_s),
+            None => Ok(DEFAULT_DEDUP_TTL_S.max(replay_window_s)),
         }
     }
 
@@ -118,9 +151,9 @@ impl ReceiverConfig {
         };
         range(self.tolerance_s > 0, "tolerance_s", "at least 1")?;
         range(self.max_body_bytes > 0, "max_body_bytes", "at least 1")?;
-        range(self.dedup_ttl_s > 0, "dedup_ttl_s", "at least 1")?;
+        let dedup_ttl_s = self.effective_dedup_ttl_s()?;
         range(
-            (1..=self.dedup_ttl_s).contains(&self.processing_lease_s),
+            (1..=dedup_ttl_s).contains(&self.processing_lease_s),
             "processing_lease_s",
             "at least 1 and at most dedup_ttl_s",
         )?;
@@ -140,7 +173,7 @@ impl ReceiverConfig {
         Ok(ReceiverSettings {
             verifier: Verifier::new(secrets, keys, Duration::from_secs(self.tolerance_s)),
             max_body_bytes: self.max_body_bytes,
-            dedup_ttl: Duration::from_secs(self.dedup_ttl_s),
+            dedup_ttl: Duration::from_secs(dedup_ttl_s),
             processing_lease: Duration::from_secs(self.processing_lease_s),
             on_store_error: self.on_store_error,
         })
@@ -170,7 +203,8 @@ mod tests {
     fn the_lease_is_shorter_than_the_ttl() {
         let mut config =
             ReceiverConfig::with_secrets([Secret::new("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")]);
-        config.dedup_ttl_s = 30;
+        config.tolerance_s = 15;
+        config.dedup_ttl_s = Some(30);
         let error = config.clone().into_settings().expect_err("60 s > 30 s");
         assert_eq!(
             error.to_string(),
@@ -194,5 +228,62 @@ mod tests {
         assert_eq!(settings.dedup_ttl, Duration::from_secs(86_400));
         assert_eq!(settings.processing_lease, Duration::from_secs(60));
         assert_eq!(settings.on_store_error, OnStoreError::Reject);
+    }
+
+    /// A config as a user writes it (JSON here; TOML and environment layers deserialize
+    /// the same struct), with the test secret.
+    fn written(fields: &str) -> ReceiverConfig {
+        let text =
+            format!(r#"{{"secrets": ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"], {fields}}}"#);
+        serde_json::from_str(&text).expect("config deserializes")
+    }
+
+    #[test]
+    fn a_dedup_ttl_shorter_than_twice_the_tolerance_is_refused() {
+        for (fields, tolerance_s, ttl_s) in [
+            (r#""tolerance_s": 300, "dedup_ttl_s": 599"#, 300, 599),
+            (r#""dedup_ttl_s": 599"#, 300, 599),
+            (
+                r#""tolerance_s": 86400, "dedup_ttl_s": 86400"#,
+                86_400,
+                86_400,
+            ),
+        ] {
+            let error = written(fields)
+                .into_settings()
+                .expect_err("a copy replayed after its id expired would still verify")
+                .to_string();
+            assert_eq!(
+                error,
+                format!(
+                    "dedup_ttl_s ({ttl_s}) must be at least twice tolerance_s ({tolerance_s}): \
+                     a copy replayed after its id is forgotten would still be in time"
+                )
+            );
+            assert!(!error.contains("MfKQ"), "{error}");
+        }
+        let settings = written(r#""tolerance_s": 300, "dedup_ttl_s": 600"#)
+            .into_settings()
+            .expect("twice the tolerance is enough");
+        assert_eq!(settings.dedup_ttl, Duration::from_secs(600));
+    }
+
+    #[test]
+    fn an_unset_dedup_ttl_follows_the_tolerance() {
+        for (tolerance_s, ttl_s) in [
+            (300, 86_400),
+            (43_200, 86_400),
+            (86_400, 172_800),
+            (u64::MAX, u64::MAX),
+        ] {
+            let settings = written(&format!(r#""tolerance_s": {tolerance_s}"#))
+                .into_settings()
+                .expect("an unset TTL is derived, not refused");
+            assert_eq!(
+                settings.dedup_ttl,
+                Duration::from_secs(ttl_s),
+                "{tolerance_s}"
+            );
+        }
     }
 }
