@@ -91,6 +91,18 @@ pub enum Error {
         /// Why.
         reason: SchemaRefusal,
     },
+    /// A value whose decoded form would take more memory than one record may: refused
+    /// before it is decoded.
+    #[error(
+        "the value would take more than {limit} bytes decoded with writer schema {id}, the \
+         most one record may"
+    )]
+    OverBudget {
+        /// The schema id.
+        id: u32,
+        /// The limit, in bytes.
+        limit: usize,
+    },
     /// A value does not decode with its writer schema.
     #[error("the value does not decode with writer schema {id}: {source}")]
     Undecodable {
@@ -115,6 +127,7 @@ impl Error {
             Error::NotFramed { .. }
             | Error::UnreadableSchema { .. }
             | Error::UnsupportedSchema { .. }
+            | Error::OverBudget { .. }
             | Error::Undecodable { .. } => false,
         }
     }

@@ -8,9 +8,11 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use apache_avro::Schema;
 use apache_avro::reader::datum::GenericDatumReader;
+use apache_avro::schema::ResolvedSchema;
 use apache_avro::types::Value;
 use serde::Deserialize;
 
+use super::budget;
 use super::nesting::{self, SchemaRefusal};
 use crate::{Error, Result};
 
@@ -70,15 +72,23 @@ pub(super) fn writer_schema(id: u32, context: &str, body: String) -> Result<Sche
     Ok(schema)
 }
 
-/// Decodes `datum` with its writer schema (no reader schema: the value as written),
-/// allocating at most [`MAX_AVRO_ALLOCATION_BYTES`](hookline_core::schema::MAX_AVRO_ALLOCATION_BYTES)
-/// for any length it claims.
+/// Decodes `datum` with its writer schema (no reader schema: the value as written), once
+/// [`budget::measure`] has found that the value takes at most
+/// [`MAX_DECODED_BYTES`](budget::MAX_DECODED_BYTES); allocating at most
+/// [`MAX_AVRO_ALLOCATION_BYTES`](hookline_core::schema::MAX_AVRO_ALLOCATION_BYTES) for any
+/// length it claims.
 pub(super) fn read_datum(id: u32, writer: &Schema, datum: &[u8]) -> Result<Value> {
     hookline_core::schema::limit_avro_allocations();
+    let undecodable = |source| Error::Undecodable { id, source };
+    let resolved = ResolvedSchema::try_from(writer).map_err(undecodable)?;
+    let limit = budget::MAX_DECODED_BYTES;
+    budget::measure(writer, resolved.get_names(), datum, limit)
+        .map_err(|budget::OverBudget| Error::OverBudget { id, limit })?;
     GenericDatumReader::builder(writer)
+        .resolved_writer_schemata(resolved)
         .build()
         .and_then(|reader| reader.read_value(&mut Cursor::new(datum)))
-        .map_err(|source| Error::Undecodable { id, source })
+        .map_err(undecodable)
 }
 
 /// Writer schemas by id, parsed and checked. Only schemas that passed are kept: a refusal or
@@ -220,189 +230,5 @@ mod tests {
     }
 }
 
-/// Outside input never panics the pure half of decoding: arbitrary frames, registry answers
-/// with arbitrary and generated writer schemas (recursive, deep, huge fixed sizes, unknown
-/// references), and arbitrary datums for every schema accepted, hookline's own included
-/// (then read as an event or an envelope, as the dispatcher and the DLQ tools do).
 #[cfg(test)]
-mod fuzz {
-    use hookline_core::WebhookEvent;
-    use hookline_core::envelope::DlqEnvelope;
-    use hookline_core::schema::{DLQ_ENVELOPE_CURRENT, WEBHOOK_EVENT_V1};
-    use proptest::collection::vec;
-    use proptest::prelude::*;
-    use proptest::sample::select;
-    use serde_json::{Value as Json, json};
-
-    use super::*;
-
-    fn config(default_cases: u32) -> ProptestConfig {
-        let cases = std::env::var("PROPTEST_CASES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(default_cases);
-        ProptestConfig {
-            cases,
-            ..ProptestConfig::default()
-        }
-    }
-
-    fn bytes() -> impl Strategy<Value = Vec<u8>> {
-        prop_oneof![
-            vec(any::<u8>(), 0..64),
-            vec(any::<u8>(), 0..1024),
-            // Long runs of one byte: many items, each a block count of 1 (0x02).
-            (any::<u8>(), 0usize..4096).prop_map(|(b, n)| vec![b; n]),
-        ]
-    }
-
-    /// Names shared by the generated types, so that references resolve, repeat and recurse.
-    const NAMES: [&str; 4] = ["A", "B", "Node", "dev.hookline.X"];
-
-    fn size() -> impl Strategy<Value = Json> {
-        prop_oneof![
-            4 => (0u64..32).prop_map(Json::from),
-            1 => Just(json!(1u64 << 40)),
-            1 => Just(json!(u64::MAX)),
-            1 => Just(json!(i64::MAX)),
-            1 => Just(json!(-1)),
-            1 => ((1u64 << 20)..(1u64 << 36)).prop_map(Json::from),
-        ]
-    }
-
-    /// Avro schemas as JSON, of every kind, nested a few levels.
-    fn schema() -> impl Strategy<Value = Json> {
-        let name = select(&NAMES[..]);
-        let leaf = prop_oneof![
-            select(
-                &[
-                    "null", "boolean", "int", "long", "float", "double", "bytes", "string"
-                ][..]
-            )
-            .prop_map(Json::from),
-            Just(json!({"type": "long", "logicalType": "timestamp-millis"})),
-            Just(json!({"type": "string", "logicalType": "uuid"})),
-            Just(json!({"type": "bytes", "logicalType": "decimal", "precision": 4, "scale": 2})),
-            Just(json!({"type": "bytes", "logicalType": "big-decimal"})),
-            (name.clone(), size())
-                .prop_map(|(n, s)| json!({"type": "fixed", "name": n, "size": s})),
-            (name.clone(), size()).prop_map(|(n, s)| json!({
-                "type": "fixed", "name": n, "size": s, "logicalType": "decimal", "precision": 3
-            })),
-            (name.clone(), size()).prop_map(|(n, s)| json!({
-                "type": "fixed", "name": n, "size": s, "logicalType": "duration"
-            })),
-            (name.clone(), vec("[A-Z]{1,3}", 0..4))
-                .prop_map(|(n, symbols)| json!({"type": "enum", "name": n, "symbols": symbols})),
-            name.clone().prop_map(Json::from),
-        ];
-        leaf.prop_recursive(6, 32, 4, move |inner| {
-            prop_oneof![
-                inner
-                    .clone()
-                    .prop_map(|items| json!({"type": "array", "items": items})),
-                inner
-                    .clone()
-                    .prop_map(|values| json!({"type": "map", "values": values})),
-                vec(inner.clone(), 1..4).prop_map(Json::Array),
-                (name.clone(), vec(("[a-c]", inner), 0..4)).prop_map(|(n, fields)| {
-                    let fields: Vec<Json> = fields
-                        .into_iter()
-                        .map(|(f, t)| json!({"name": f, "type": t}))
-                        .collect();
-                    json!({"type": "record", "name": n, "fields": fields})
-                }),
-            ]
-        })
-    }
-
-    fn answer(schema: &str) -> String {
-        json!({ "schema": schema }).to_string()
-    }
-
-    /// Decodes with an accepted schema on a thread with a tokio worker's stack (2 MiB).
-    fn decode_on_worker_stack(schema: Schema, datum: Vec<u8>) -> Result<Value> {
-        std::thread::Builder::new()
-            .stack_size(2 * 1024 * 1024)
-            .spawn(move || read_datum(1, &schema, &datum))
-            .expect("thread")
-            .join()
-            .expect("no panic")
-    }
-
-    /// A datum of a few bytes claiming a string of 2^60 bytes, or of 64 MiB (under
-    /// apache-avro's own default bound of 512 MiB), is refused before anything is allocated.
-    #[test]
-    fn claimed_lengths_past_the_bound_are_refused_before_allocating() {
-        let schema = writer_schema(1, "ctx", answer(WEBHOOK_EVENT_V1)).expect("accepted");
-        // Zigzag varints of 2^60 and 2^26.
-        let huge = [0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x20];
-        let large = [0x80, 0x80, 0x80, 0x40];
-        for datum in [&huge[..], &large[..]] {
-            let error = read_datum(1, &schema, datum).expect_err("refused");
-            let Error::Undecodable { source, .. } = &error else {
-                panic!("{error}");
-            };
-            assert!(
-                matches!(
-                    source.details(),
-                    apache_avro::error::Details::MemoryAllocation { maximum, .. }
-                        if *maximum == hookline_core::schema::MAX_AVRO_ALLOCATION_BYTES
-                ),
-                "{error}"
-            );
-        }
-    }
-
-    proptest! {
-        #![proptest_config(config(512))]
-
-        #[test]
-        fn frames_of_any_bytes(bytes in bytes()) {
-            match parse_frame(&bytes) {
-                Ok((id, datum)) => {
-                    prop_assert_eq!(bytes[0], MAGIC);
-                    prop_assert_eq!(id.to_be_bytes(), [bytes[1], bytes[2], bytes[3], bytes[4]]);
-                    prop_assert_eq!(datum, &bytes[5..]);
-                }
-                Err(error) => {
-                    prop_assert!(bytes.len() < 5 || bytes[0] != MAGIC);
-                    prop_assert!(!error.is_transient());
-                }
-            }
-        }
-
-        #[test]
-        fn answers_of_any_text(body in prop_oneof![any::<String>(), "[{}\\[\\]\":a-z ,]{0,64}"]) {
-            let _ = writer_schema(1, "ctx", body);
-        }
-
-        #[test]
-        fn answers_with_any_schema_and_any_datum(
-            schema in schema(),
-            kind in prop_oneof![6 => Just(None), 2 => Just(Some("AVRO")), 1 => Just(Some("JSON"))],
-            datum in bytes(),
-        ) {
-            let mut body = json!({ "schema": schema.to_string() });
-            if let Some(kind) = kind {
-                body["schemaType"] = json!(kind);
-            }
-            if let Ok(schema) = writer_schema(1, "ctx", body.to_string()) {
-                let _ = decode_on_worker_stack(schema, datum);
-            }
-        }
-
-        #[test]
-        fn hookline_schemas_with_any_datum(datum in bytes(), dlq in any::<bool>()) {
-            let text = if dlq { DLQ_ENVELOPE_CURRENT } else { WEBHOOK_EVENT_V1 };
-            let schema = writer_schema(1, "ctx", answer(text)).expect("hookline's schemas pass");
-            if let Ok(value) = read_datum(1, &schema, &datum) {
-                if dlq {
-                    let _ = DlqEnvelope::from_avro_value(value);
-                } else {
-                    let _ = WebhookEvent::from_avro_value(value);
-                }
-            }
-        }
-    }
-}
+mod fuzz;

@@ -2,6 +2,7 @@
 //! framed as magic byte 0 + 4-byte schema id (encoded through `schema_registry_converter`,
 //! decoded here, with writer schemas fetched by id, checked and cached).
 
+mod budget;
 mod config;
 mod decode;
 mod nesting;
@@ -21,6 +22,7 @@ use schema_registry_converter::schema_registry_common::{
 };
 use serde::Deserialize;
 
+pub use self::budget::MAX_DECODED_BYTES;
 use self::config::Auth;
 pub use self::config::{RegistrySettings, RegistrySettingsError};
 pub use self::nesting::{MAX_SCHEMA_DEPTH, SchemaRefusal};
@@ -292,8 +294,9 @@ impl Registry {
     /// transient error ([`Error::is_transient`]) when the registry cannot be reached, times
     /// out, fails (5xx, 408, 429) or refuses hookline's credentials (401, 403); with a
     /// permanent one when the bytes are not framed, the id is unknown (404), the schema is
-    /// not Avro or is refused ([`Error::UnsupportedSchema`]: recursive, too deep) or the
-    /// bytes do not decode with it.
+    /// not Avro or is refused ([`Error::UnsupportedSchema`]: recursive, too deep, arrays of
+    /// zero-size items), the value would take more than [`MAX_DECODED_BYTES`] decoded
+    /// ([`Error::OverBudget`]), or the bytes do not decode with it.
     pub async fn decode(&self, bytes: &[u8]) -> Result<Value> {
         let (id, datum) = decode::parse_frame(bytes)?;
         let writer = self.writer_schema(id).await?;

@@ -4,14 +4,18 @@
 //! value overflow the stack and abort the process; so can a deep chain of references.
 //! hookline's own schemas are neither. A `fixed` type is read into a buffer of its size,
 //! allocated before a byte of the value is read and without apache-avro's allocation bound,
-//! so a large one lets a few bytes of value abort the process too.
+//! so a large one lets a few bytes of value abort the process too. An array or map whose
+//! items encode in zero bytes (`null`, a record of such fields, `fixed` of size 0) lets a
+//! block count of a few bytes claim billions of items: refused too, before the per-record
+//! budget (`budget.rs`) would have to refuse each value written with it.
 
 use std::collections::HashMap;
 use std::fmt;
 
 use apache_avro::Schema;
 use apache_avro::schema::{
-    Aliases, DecimalSchema, EnumSchema, InnerDecimalSchema, Name, RecordSchema, UuidSchema,
+    Aliases, DecimalSchema, EnumSchema, FixedSchema, InnerDecimalSchema, Name, RecordSchema,
+    UuidSchema,
 };
 use hookline_core::schema::MAX_AVRO_ALLOCATION_BYTES;
 
@@ -46,6 +50,13 @@ pub enum SchemaRefusal {
         /// The full name referred to.
         name: String,
     },
+    /// The items of an array, or the values of a map, encode in zero bytes.
+    ZeroSizeItems {
+        /// `array` or `map`.
+        container: &'static str,
+        /// The item type: `null`, or the full name of a record or `fixed` type.
+        items: String,
+    },
     /// A `fixed` type is larger than the decoder may allocate
     /// ([`MAX_AVRO_ALLOCATION_BYTES`](hookline_core::schema::MAX_AVRO_ALLOCATION_BYTES)).
     FixedTooLarge {
@@ -74,6 +85,11 @@ impl fmt::Display for SchemaRefusal {
             SchemaRefusal::UnknownReference { name } => {
                 write!(f, "it refers to {name}, which it does not define")
             }
+            SchemaRefusal::ZeroSizeItems { container, items } => write!(
+                f,
+                "its {container} of {items} holds items that encode in zero bytes, so a few \
+                 bytes of value could claim billions of them"
+            ),
             SchemaRefusal::FixedTooLarge { name, size, limit } => {
                 write!(
                     f,
@@ -84,10 +100,28 @@ impl fmt::Display for SchemaRefusal {
     }
 }
 
-/// How many levels deep `schema` nests; refuses one that is recursive or nests more than
-/// [`MAX_SCHEMA_DEPTH`] levels deep.
+/// How many levels deep `schema` nests; refuses one that is recursive, nests more than
+/// [`MAX_SCHEMA_DEPTH`] levels deep or has arrays or maps of zero-size items.
 pub(super) fn check(schema: &Schema) -> Result<usize, SchemaRefusal> {
-    Walk::default().height(schema, 1)
+    Walk::default().shape(schema, 1).map(|shape| shape.height)
+}
+
+/// What the walk learns of a type.
+#[derive(Clone, Copy)]
+struct Shape {
+    /// Levels of nesting: 1 for a type without parts.
+    height: usize,
+    /// Whether a value of it may encode in zero bytes.
+    zero_size: bool,
+}
+
+impl Shape {
+    const fn leaf(zero_size: bool) -> Self {
+        Shape {
+            height: 1,
+            zero_size,
+        }
+    }
 }
 
 /// One walk over a schema tree, in the order apache-avro parsed it. A name is defined before
@@ -98,23 +132,23 @@ pub(super) fn check(schema: &Schema) -> Result<usize, SchemaRefusal> {
 struct Walk {
     /// Names (and aliases) of the records being walked, innermost last.
     open: Vec<Name>,
-    /// Heights of the named types walked to the end, under their names and aliases.
-    done: HashMap<Name, usize>,
+    /// Shapes of the named types walked to the end, under their names and aliases.
+    done: HashMap<Name, Shape>,
 }
 
 impl Walk {
-    /// The height of `schema` (1 for a type without parts), found at `level` (1 for the
-    /// top). The walk stops at [`MAX_SCHEMA_DEPTH`], so it recurses no deeper than that itself, and
-    /// follows each reference only by its recorded height, so it takes linear time.
-    fn height(&mut self, schema: &Schema, level: usize) -> Result<usize, SchemaRefusal> {
+    /// The shape of `schema`, found at `level` (1 for the top). The walk stops at
+    /// [`MAX_SCHEMA_DEPTH`], so it recurses no deeper than that itself, and follows each
+    /// reference only by its recorded shape, so it takes linear time.
+    fn shape(&mut self, schema: &Schema, level: usize) -> Result<Shape, SchemaRefusal> {
         if level > MAX_SCHEMA_DEPTH {
             return Err(SchemaRefusal::TooDeep {
                 limit: MAX_SCHEMA_DEPTH,
             });
         }
         match schema {
-            Schema::Null
-            | Schema::Boolean
+            Schema::Null => Ok(Shape::leaf(true)),
+            Schema::Boolean
             | Schema::Int
             | Schema::Long
             | Schema::Float
@@ -135,8 +169,10 @@ impl Walk {
             | Schema::Decimal(DecimalSchema {
                 inner: InnerDecimalSchema::Bytes,
                 ..
-            }) => Ok(1),
-            Schema::Enum(EnumSchema { name, aliases, .. }) => Ok(self.finish(name, aliases, 1)),
+            }) => Ok(Shape::leaf(false)),
+            Schema::Enum(EnumSchema { name, aliases, .. }) => {
+                Ok(self.finish(name, aliases, Shape::leaf(false)))
+            }
             Schema::Fixed(fixed)
             | Schema::Duration(fixed)
             | Schema::Uuid(UuidSchema::Fixed(fixed))
@@ -152,16 +188,21 @@ impl Walk {
                         limit,
                     });
                 }
-                Ok(self.finish(&fixed.name, &fixed.aliases, 1))
+                let shape = Shape::leaf(fixed.size == 0);
+                Ok(self.finish(&fixed.name, &fixed.aliases, shape))
             }
-            Schema::Array(array) => Ok(1 + self.height(&array.items, level + 1)?),
-            Schema::Map(map) => Ok(1 + self.height(&map.types, level + 1)?),
+            Schema::Array(array) => self.container("array", &array.items, level),
+            Schema::Map(map) => self.container("map", &map.types, level),
             Schema::Union(union) => {
                 let mut below = 0;
                 for variant in union.variants() {
-                    below = below.max(self.height(variant, level + 1)?);
+                    below = below.max(self.shape(variant, level + 1)?.height);
                 }
-                Ok(1 + below)
+                // The variant's index comes first, in one byte at least.
+                Ok(Shape {
+                    height: 1 + below,
+                    zero_size: false,
+                })
             }
             Schema::Record(RecordSchema {
                 name,
@@ -172,11 +213,18 @@ impl Walk {
                 let opened = self.open.len();
                 self.open.extend(names(name, aliases));
                 let mut below = 0;
+                let mut zero_size = true;
                 for field in fields {
-                    below = below.max(self.height(&field.schema, level + 1)?);
+                    let shape = self.shape(&field.schema, level + 1)?;
+                    below = below.max(shape.height);
+                    zero_size &= shape.zero_size;
                 }
                 self.open.truncate(opened);
-                Ok(self.finish(name, aliases, 1 + below))
+                let shape = Shape {
+                    height: 1 + below,
+                    zero_size,
+                };
+                Ok(self.finish(name, aliases, shape))
             }
             Schema::Ref { name } => {
                 if self.open.contains(name) {
@@ -184,28 +232,68 @@ impl Walk {
                         name: name.fullname(None),
                     });
                 }
-                let Some(&height) = self.done.get(name) else {
+                let Some(&shape) = self.done.get(name) else {
                     return Err(SchemaRefusal::UnknownReference {
                         name: name.fullname(None),
                     });
                 };
                 // Decoding goes through the reference into the named type.
-                if level + height > MAX_SCHEMA_DEPTH {
+                if level + shape.height > MAX_SCHEMA_DEPTH {
                     return Err(SchemaRefusal::TooDeep {
                         limit: MAX_SCHEMA_DEPTH,
                     });
                 }
-                Ok(1 + height)
+                Ok(Shape {
+                    height: 1 + shape.height,
+                    zero_size: shape.zero_size,
+                })
             }
         }
     }
 
-    /// Records a named type walked to its end; returns its height.
-    fn finish(&mut self, name: &Name, aliases: &Aliases, height: usize) -> usize {
-        for name in names(name, aliases) {
-            self.done.insert(name, height);
+    /// The shape of an array or a map of `items`; refused when they encode in zero bytes. A
+    /// container itself takes a byte at least (its closing block count).
+    fn container(
+        &mut self,
+        container: &'static str,
+        items: &Schema,
+        level: usize,
+    ) -> Result<Shape, SchemaRefusal> {
+        let shape = self.shape(items, level + 1)?;
+        if shape.zero_size {
+            return Err(SchemaRefusal::ZeroSizeItems {
+                container,
+                items: item_name(items),
+            });
         }
-        height
+        Ok(Shape {
+            height: 1 + shape.height,
+            zero_size: false,
+        })
+    }
+
+    /// Records a named type walked to its end; returns its shape.
+    fn finish(&mut self, name: &Name, aliases: &Aliases, shape: Shape) -> Shape {
+        for name in names(name, aliases) {
+            self.done.insert(name, shape);
+        }
+        shape
+    }
+}
+
+/// How a refusal names an item type of zero size: `null`, or its full name.
+fn item_name(items: &Schema) -> String {
+    match items {
+        Schema::Record(RecordSchema { name, .. })
+        | Schema::Fixed(FixedSchema { name, .. })
+        | Schema::Duration(FixedSchema { name, .. })
+        | Schema::Uuid(UuidSchema::Fixed(FixedSchema { name, .. }))
+        | Schema::Decimal(DecimalSchema {
+            inner: InnerDecimalSchema::Fixed(FixedSchema { name, .. }),
+            ..
+        })
+        | Schema::Ref { name } => name.fullname(None),
+        _ => "null".to_owned(),
     }
 }
 
@@ -319,6 +407,63 @@ mod tests {
         let at_limit =
             format!(r#"{{"type":"fixed","name":"F","size":{MAX_AVRO_ALLOCATION_BYTES}}}"#);
         assert_eq!(checked(&at_limit), Ok(()));
+    }
+
+    /// The reviewer's bomb: about 80 KB of arrays of `null`s (which take no bytes) decoded
+    /// into gigabytes. Item types that may encode in zero bytes are refused in arrays and maps.
+    #[test]
+    fn arrays_and_maps_of_zero_size_items_are_refused() {
+        let refused = |container, items: &str| {
+            Err(SchemaRefusal::ZeroSizeItems {
+                container,
+                items: items.to_owned(),
+            })
+        };
+        let bomb = r#"{"type":"array","items":{"type":"array","items":"null"}}"#;
+        assert_eq!(checked(bomb), refused("array", "null"));
+        assert_eq!(
+            checked(r#"{"type":"map","values":"null"}"#),
+            refused("map", "null")
+        );
+        let empty = r#"{"type":"array","items":{"type":"record","name":"E","fields":[]}}"#;
+        assert_eq!(checked(empty), refused("array", "E"));
+        let nothing = r#"{"type":"array","items":{"type":"record","name":"N","namespace":"n",
+            "fields":[{"name":"a","type":"null"},
+                {"name":"b","type":{"type":"fixed","name":"Z","size":0}}]}}"#;
+        assert_eq!(checked(nothing), refused("array", "n.N"));
+        let fixed = r#"{"type":"map","values":{"type":"fixed","name":"Z","size":0}}"#;
+        assert_eq!(checked(fixed), refused("map", "Z"));
+        // Through a reference to a zero-size type defined earlier.
+        let by_name = r#"{"type":"record","name":"R","fields":[
+            {"name":"e","type":{"type":"record","name":"E","fields":[]}},
+            {"name":"es","type":{"type":"array","items":"E"}}]}"#;
+        assert_eq!(checked(by_name), refused("array", "E"));
+        let message = checked(bomb).expect_err("refused").to_string();
+        assert!(message.contains("zero bytes"), "{message}");
+    }
+
+    #[test]
+    fn items_of_a_byte_or_more_are_accepted() {
+        for items in [
+            r#""boolean""#,
+            r#"["null"]"#,
+            r#"["null","string"]"#,
+            r#"{"type":"array","items":"long"}"#,
+            r#"{"type":"enum","name":"One","symbols":["A"]}"#,
+            r#"{"type":"fixed","name":"F","size":1}"#,
+            r#"{"type":"record","name":"R","fields":[{"name":"a","type":"null"},{"name":"b","type":"int"}]}"#,
+        ] {
+            for container in [
+                format!(r#"{{"type":"array","items":{items}}}"#),
+                format!(r#"{{"type":"map","values":{items}}}"#),
+            ] {
+                assert_eq!(checked(&container), Ok(()), "{container}");
+            }
+        }
+        // A zero-size type is fine outside an array or map.
+        let record = r#"{"type":"record","name":"R","fields":[{"name":"n","type":"null"},
+            {"name":"e","type":{"type":"record","name":"E","fields":[]}}]}"#;
+        assert_eq!(checked(record), Ok(()));
     }
 
     #[test]
