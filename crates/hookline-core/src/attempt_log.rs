@@ -6,7 +6,6 @@ use apache_avro::Schema;
 use apache_avro::types::Value;
 
 use crate::avro_util::{FieldProblem, RecordFields, decode, nullable};
-use crate::envelope::CONFLUENT_FRAMING_LEN;
 use crate::schema::webhook_attempt_schema;
 use crate::url_guard::redact_url;
 
@@ -202,21 +201,14 @@ impl AttemptRecord {
     /// encode today; the `Result` is the log's contract with its writer, which counts
     /// failures.
     pub fn to_framed_avro(&self, schema_id: u32) -> Result<Vec<u8>, AttemptLogError> {
-        let mut out = Vec::with_capacity(160);
-        out.push(0);
-        out.extend_from_slice(&schema_id.to_be_bytes());
+        let mut out = crate::framing::start(schema_id, 160);
         datum::write(self, &mut out);
         Ok(out)
     }
 
     /// The schema id of a framed value, and its datum.
     pub fn split_framed(framed: &[u8]) -> Result<(u32, &[u8]), AttemptLogError> {
-        match framed {
-            [0, a, b, c, d, datum @ ..] if framed.len() >= CONFLUENT_FRAMING_LEN => {
-                Ok((u32::from_be_bytes([*a, *b, *c, *d]), datum))
-            }
-            _ => Err(AttemptLogError::NotFramed),
-        }
+        crate::framing::split(framed).ok_or(AttemptLogError::NotFramed)
     }
 
     /// Decodes a datum written with `writer_schema` (fetched from the registry by the

@@ -1,4 +1,5 @@
 use super::*;
+use crate::framing::FRAMING_LEN;
 use crate::schema::{WEBHOOK_ATTEMPT_V1, WEBHOOK_ATTEMPT_V2};
 
 fn full() -> AttemptRecord {
@@ -100,7 +101,7 @@ proptest::proptest! {
         let by_apache_avro =
             crate::avro_util::encode(webhook_attempt_schema(), record.to_avro_value())
                 .expect("the value encodes");
-        proptest::prop_assert_eq!(&framed[CONFLUENT_FRAMING_LEN..], &by_apache_avro[..]);
+        proptest::prop_assert_eq!(&framed[FRAMING_LEN..], &by_apache_avro[..]);
     }
 }
 
@@ -113,7 +114,7 @@ fn the_written_datum_is_the_value_datum() {
             let framed = record.to_framed_avro(7).expect("encodes");
             let by_value = crate::avro_util::encode(schema, record.to_avro_value())
                 .expect("the value encodes");
-            assert_eq!(&framed[CONFLUENT_FRAMING_LEN..], by_value, "{kind:?}");
+            assert_eq!(&framed[FRAMING_LEN..], by_value, "{kind:?}");
         }
     }
 }
@@ -155,7 +156,7 @@ fn bad_bytes_are_errors_not_panics() {
     let mut datum = full().to_framed_avro(1).expect("encodes");
     datum.push(0);
     assert!(matches!(
-        AttemptRecord::from_avro_datum(&datum[CONFLUENT_FRAMING_LEN..], file),
+        AttemptRecord::from_avro_datum(&datum[FRAMING_LEN..], file),
         Err(AttemptLogError::TrailingBytes(1))
     ));
 }

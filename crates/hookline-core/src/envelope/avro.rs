@@ -12,10 +12,6 @@ use crate::avro_util::{CachedWriter, FieldProblem, RecordFields, decode, nullabl
 static WRITER: CachedWriter = CachedWriter::new();
 use crate::schema::dlq_envelope_schema;
 
-/// Length of the Confluent wire-format prefix of a registry-framed value: magic byte 0 and
-/// the 4-byte big-endian schema id.
-pub const CONFLUENT_FRAMING_LEN: usize = 5;
-
 impl From<FieldProblem> for EnvelopeError {
     fn from(p: FieldProblem) -> Self {
         match p {
@@ -222,10 +218,7 @@ impl DlqEnvelope {
     /// [`DLQ_ENVELOPE_CURRENT`](crate::schema::DLQ_ENVELOPE_CURRENT) under the DLQ's subject
     /// (registered once at start-up), so no registry call is needed per record.
     pub fn to_framed_avro(&self, schema_id: u32) -> Result<Vec<u8>, EnvelopeError> {
-        let mut out =
-            Vec::with_capacity(CONFLUENT_FRAMING_LEN.saturating_add(self.avro_datum_len()));
-        out.push(0);
-        out.extend_from_slice(&schema_id.to_be_bytes());
+        let mut out = crate::framing::start(schema_id, self.avro_datum_len());
         WRITER
             .encode_into(dlq_envelope_schema(), self.to_avro_value(), &mut out)
             .map_err(EnvelopeError::Avro)?;

@@ -2,7 +2,8 @@
 //! Avro datum, computed without encoding it, and [`DlqEnvelope::fit_within`], which cuts the
 //! payload (then header values, then the error message) until the framed value fits. Pure.
 
-use super::{CONFLUENT_FRAMING_LEN, DlqEnvelope, prefix_within, truncate_message};
+use super::{DlqEnvelope, prefix_within, truncate_message};
+use crate::framing::FRAMING_LEN;
 
 /// What [`DlqEnvelope::fit_within`] did to an envelope.
 #[must_use]
@@ -76,7 +77,7 @@ impl DlqEnvelope {
 
     /// Cuts the envelope so that its Confluent-framed Avro value
     /// ([`to_framed_avro`](Self::to_framed_avro): the datum plus
-    /// [`CONFLUENT_FRAMING_LEN`] bytes) is at most `max_encoded_bytes` long.
+    /// [`FRAMING_LEN`] bytes) is at most `max_encoded_bytes` long.
     ///
     /// An envelope that fits is left alone. Otherwise the payload is cut to its first bytes,
     /// and when even an empty payload is too much, header values (largest first, names kept)
@@ -85,10 +86,10 @@ impl DlqEnvelope {
     /// (kept from an earlier cut). Pass the room the producer leaves for the value: its
     /// `message.max.bytes` less the record's key, headers and per-record overhead.
     pub fn fit_within(&mut self, max_encoded_bytes: usize) -> Fit {
-        let budget = max_encoded_bytes.saturating_sub(CONFLUENT_FRAMING_LEN);
+        let budget = max_encoded_bytes.saturating_sub(FRAMING_LEN);
         let over = |e: &DlqEnvelope| e.avro_datum_len().saturating_sub(budget);
         // A framed value shorter than its framing never fits; the datum is never empty.
-        if over(self) == 0 && max_encoded_bytes >= CONFLUENT_FRAMING_LEN {
+        if over(self) == 0 && max_encoded_bytes >= FRAMING_LEN {
             return Fit::Unchanged;
         }
         let original_size = match (self.original_payload_truncated, self.original_payload_size) {
@@ -126,7 +127,7 @@ impl DlqEnvelope {
             Fit::Truncated { original_size }
         } else {
             Fit::TooLarge {
-                framed_len: self.avro_datum_len().saturating_add(CONFLUENT_FRAMING_LEN),
+                framed_len: self.avro_datum_len().saturating_add(FRAMING_LEN),
             }
         }
     }
@@ -184,7 +185,7 @@ mod tests {
     }
 
     fn decoded(framed: &[u8]) -> DlqEnvelope {
-        DlqEnvelope::from_avro_datum(&framed[CONFLUENT_FRAMING_LEN..], dlq_envelope_schema())
+        DlqEnvelope::from_avro_datum(&framed[FRAMING_LEN..], dlq_envelope_schema())
             .expect("decodes")
     }
 
@@ -341,7 +342,7 @@ mod tests {
         assert!(reached > 2_000);
         assert!(e.original_payload_truncated);
         assert!(e.original_payload_bytes.is_empty() && e.error_message.is_empty());
-        for limit in [0, 1, CONFLUENT_FRAMING_LEN] {
+        for limit in [0, 1, FRAMING_LEN] {
             assert!(matches!(minimal().fit_within(limit), Fit::TooLarge { .. }));
         }
         assert_eq!(full().fit_within(usize::MAX), Fit::Unchanged);
@@ -351,10 +352,10 @@ mod tests {
     fn framed_values_carry_the_schema_id_and_decode_back() {
         for e in [full(), minimal()] {
             let framed = e.to_framed_avro(0x0102_0304).expect("encodes");
-            assert_eq!(framed[..CONFLUENT_FRAMING_LEN], [0, 1, 2, 3, 4]);
+            assert_eq!(framed[..FRAMING_LEN], [0, 1, 2, 3, 4]);
             assert_eq!(
                 framed.len(),
-                CONFLUENT_FRAMING_LEN + e.to_avro_datum().expect("encodes").len()
+                FRAMING_LEN + e.to_avro_datum().expect("encodes").len()
             );
             assert_eq!(decoded(&framed), e);
         }

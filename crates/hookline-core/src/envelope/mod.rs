@@ -28,7 +28,6 @@ pub(crate) mod fixtures;
 mod fuzz;
 mod reason;
 
-pub use avro::CONFLUENT_FRAMING_LEN;
 pub use fit::Fit;
 pub use reason::{ErrorReason, UnknownReason};
 

@@ -214,20 +214,7 @@ impl From<FieldProblem> for EventError {
 /// The schema id of a Confluent-framed record value: `Some(id)` when `bytes` starts with
 /// the magic byte 0 followed by a 4-byte big-endian id.
 pub fn confluent_schema_id(bytes: &[u8]) -> Option<u32> {
-    match bytes {
-        [0, a, b, c, d, ..] => Some(u32::from_be_bytes([*a, *b, *c, *d])),
-        _ => None,
-    }
-}
-
-/// Frames an Avro datum the Confluent way: magic byte 0, the 4-byte big-endian schema id,
-/// then the datum.
-pub fn confluent_frame(schema_id: u32, datum: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(5 + datum.len());
-    out.push(0);
-    out.extend_from_slice(&schema_id.to_be_bytes());
-    out.extend_from_slice(datum);
-    out
+    crate::framing::split(bytes).map(|(id, _)| id)
 }
 
 #[cfg(test)]
@@ -261,7 +248,7 @@ pub(crate) mod tests {
         assert_eq!(confluent_schema_id(&[0, 0, 0, 7]), None);
         assert_eq!(confluent_schema_id(&[1, 0, 0, 0, 7]), None);
         assert_eq!(confluent_schema_id(b"{\"event_id\":1}"), None);
-        let framed = confluent_frame(42, b"abc");
+        let framed = crate::framing::frame(42, b"abc");
         assert_eq!(confluent_schema_id(&framed), Some(42));
         assert_eq!(&framed[5..], b"abc");
     }
@@ -275,7 +262,7 @@ pub(crate) mod tests {
         fn confluent_framing_of_any_bytes(bytes in crate::fuzz::bytes(), id in proptest::prelude::any::<u32>()) {
             let framed = bytes.len() >= 5 && bytes[0] == 0;
             proptest::prop_assert_eq!(confluent_schema_id(&bytes).is_some(), framed);
-            let frame = confluent_frame(id, &bytes);
+            let frame = crate::framing::frame(id, &bytes);
             proptest::prop_assert_eq!(confluent_schema_id(&frame), Some(id));
             proptest::prop_assert_eq!(&frame[5..], &bytes[..]);
         }

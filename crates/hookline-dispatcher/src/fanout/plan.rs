@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use hookline_core::WebhookEvent;
 use hookline_core::envelope::ErrorReason;
-use hookline_core::event::confluent_frame;
+use hookline_core::framing;
 use hookline_core::headers::is_delivery_header;
 use hookline_core::signing::WEBHOOK_ID;
 
@@ -92,7 +92,7 @@ pub(crate) fn plan(
         let value = match encoding {
             Encoding::Json => delivery.to_json(),
             Encoding::Avro { schema_id } => match delivery.to_avro_datum() {
-                Ok(datum) => confluent_frame(schema_id, &datum),
+                Ok(datum) => framing::frame(schema_id, &datum),
                 Err(error) => {
                     return Plan::Park(Failure::new(
                         ErrorReason::MalformedEvent,

@@ -119,10 +119,8 @@ async fn poison_records_are_parked_with_reasons_and_never_stop_the_partition() {
         .register(&subject, node)
         .await
         .expect("register Node");
-    let mut value = vec![0u8];
-    value.extend_from_slice(&id.to_be_bytes());
-    value.extend(std::iter::repeat_n(0x02u8, 600_000));
-    value.push(0x00);
+    let datum = [vec![0x02u8; 600_000], vec![0x00]].concat();
+    let value = hookline_core::framing::frame(id, &datum);
     let record = FutureRecord::to(&h.topics.events)
         .partition(0)
         .key("ep-ok")

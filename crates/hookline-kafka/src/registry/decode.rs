@@ -10,24 +10,19 @@ use apache_avro::Schema;
 use apache_avro::reader::datum::GenericDatumReader;
 use apache_avro::schema::ResolvedSchema;
 use apache_avro::types::Value;
+use hookline_core::framing;
 use serde::Deserialize;
 
 use super::budget;
 use super::nesting::{self, SchemaRefusal};
 use crate::{Error, Result};
 
-/// The frame's first byte.
-const MAGIC: u8 = 0;
-
 /// A framed value's writer schema id and its Avro datum.
 pub(super) fn parse_frame(bytes: &[u8]) -> Result<(u32, &[u8])> {
-    match bytes {
-        [MAGIC, a, b, c, d, datum @ ..] => Ok((u32::from_be_bytes([*a, *b, *c, *d]), datum)),
-        _ => Err(Error::NotFramed {
-            len: bytes.len(),
-            first: bytes.first().copied(),
-        }),
-    }
+    framing::split(bytes).ok_or(Error::NotFramed {
+        len: bytes.len(),
+        first: bytes.first().copied(),
+    })
 }
 
 /// `GET /schemas/ids/<id>`'s answer.

@@ -372,12 +372,12 @@ proptest! {
     fn frames_of_any_bytes(bytes in bytes()) {
         match parse_frame(&bytes) {
             Ok((id, datum)) => {
-                prop_assert_eq!(bytes[0], MAGIC);
+                prop_assert_eq!(bytes[0], framing::MAGIC);
                 prop_assert_eq!(id.to_be_bytes(), [bytes[1], bytes[2], bytes[3], bytes[4]]);
                 prop_assert_eq!(datum, &bytes[5..]);
             }
             Err(error) => {
-                prop_assert!(bytes.len() < 5 || bytes[0] != MAGIC);
+                prop_assert!(bytes.len() < 5 || bytes[0] != framing::MAGIC);
                 prop_assert!(!error.is_transient());
             }
         }
