@@ -9,11 +9,12 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use apache_avro::types::Value;
+use hookline_core::secret::Secret;
 use hookline_kafka::{
     Compatibility, Error, FutureProducer, RawHeader, Registry, RegistrySettings, SchemaRefusal,
     TopicSpec, ensure_topics, read_headers,
 };
-use hookline_testkit::{kafka_settings, registry_settings, unique_name};
+use hookline_testkit::{AuthProxy, Credentials, kafka_settings, registry_settings, unique_name};
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
@@ -324,7 +325,39 @@ fn greeting() -> Value {
 }
 
 fn framed(id: u32, datum: &[u8]) -> Vec<u8> {
-    [&[0][..], &id.to_be_bytes(), datum].concat()
+    hookline_core::framing::frame(id, datum)
+}
+
+/// A cold start: many records of one schema decoded at once by a client that has not seen
+/// it. They wait for one fetch rather than each asking the registry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_decodes_of_a_cold_schema_fetch_it_once() {
+    let writer = Registry::new(&registry_settings()).expect("registry client");
+    let topic = unique_name("smoke-cold");
+    let bytes = writer
+        .encode_value(&topic, GREETING, greeting())
+        .await
+        .expect("encode");
+    let credentials = Credentials::Basic {
+        username: "hookline".to_owned(),
+        password: "cold-start-pw".to_owned(),
+    };
+    let proxy = AuthProxy::start(&registry_settings().url, credentials).await;
+    let counted = Registry::new(&RegistrySettings {
+        url: proxy.url().to_owned(),
+        ca_file: Some(proxy.ca_file().to_owned()),
+        username: Some("hookline".to_owned()),
+        password: Some(Secret::new("cold-start-pw")),
+        ..registry_settings()
+    })
+    .expect("registry client");
+    let decodes = (0..64).map(|_| counted.decode(&bytes));
+    for decoded in futures::future::join_all(decodes).await {
+        assert_eq!(decoded.expect("decodes"), greeting());
+    }
+    assert_eq!(proxy.authorized(), 1, "one fetch of the writer schema");
+    assert_eq!(counted.decode(&bytes).await.expect("decodes"), greeting());
+    assert_eq!(proxy.authorized(), 1, "then from the cache");
 }
 
 #[tokio::test]

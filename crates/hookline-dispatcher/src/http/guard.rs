@@ -3,13 +3,12 @@
 //! private address (DNS rebinding) still cannot be reached; and a pre-check that tells a
 //! blocked URL apart from an unreachable one, so it goes to the DLQ with its own reason.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hookline_core::url_guard::{AddressPolicy, TargetHost, check_ip, check_port, check_url};
 use hyper_util::client::legacy::connect::dns::Name;
@@ -129,87 +128,86 @@ async fn precheck(url: &str, policy: &AddressPolicy) -> Result<Url, GuardError> 
 /// resolved again after this; an address literal gets the same verdict again.
 pub const PRECHECK_TTL: Duration = Duration::from_secs(10);
 
-/// Most URLs whose verdicts are kept; past this many the cache starts over.
-const PRECHECK_CACHE_MAX: usize = 4096;
-
-/// A pre-check's answer and when it was given.
-type Verdict = (Instant, Result<Url, GuardError>);
+/// Most URLs whose verdicts are kept; the least used go first.
+const PRECHECK_CACHE_MAX: u64 = 4096;
 
 /// Pre-check verdicts by URL for [`PRECHECK_TTL`]: each delivery used to parse its URL and,
-/// for a host name, resolve it on the blocking pool, though every delivery to an endpoint
-/// asks the same question. The connection-time guard ([`GuardedResolver`]) still checks
-/// every address actually connected to.
+/// for a host name, resolve it, though every delivery to an endpoint asks the same question.
+/// Deliveries to a URL not checked yet wait for one check. The connection-time guard
+/// ([`GuardedResolver`]) still checks every address actually connected to.
 #[derive(Debug)]
 pub struct PrecheckCache {
     policy: Arc<AddressPolicy>,
-    verdicts: Mutex<HashMap<String, Verdict>>,
+    verdicts: moka::future::Cache<String, Result<Url, GuardError>>,
 }
 
 impl PrecheckCache {
     /// An empty cache of verdicts under `policy`.
     pub fn new(policy: Arc<AddressPolicy>) -> Self {
+        Self::with_ttl(policy, PRECHECK_TTL)
+    }
+
+    fn with_ttl(policy: Arc<AddressPolicy>, ttl: Duration) -> Self {
         PrecheckCache {
             policy,
-            verdicts: Mutex::new(HashMap::new()),
+            verdicts: moka::future::Cache::builder()
+                .max_capacity(PRECHECK_CACHE_MAX)
+                .time_to_live(ttl)
+                .build(),
         }
     }
 
     /// [`precheck`] of `url`, or its verdict of less than [`PRECHECK_TTL`] ago: the URL
     /// parsed, as requests take it (a request given a `&str` would parse it again).
     pub async fn check(&self, url: &str) -> Result<Url, GuardError> {
-        if let Some(verdict) = self.cached(url, Instant::now()) {
+        if let Some(verdict) = self.verdicts.get(url).await {
             return verdict;
         }
         // Boxed: it is rare, and a resolver's future would make every delivery task larger.
-        let verdict = Box::pin(precheck(url, &self.policy)).await;
-        self.keep(url, verdict.clone(), Instant::now());
-        verdict
-    }
-
-    fn cached(&self, url: &str, now: Instant) -> Option<Result<Url, GuardError>> {
-        let verdicts = self.verdicts.lock().unwrap_or_else(|p| p.into_inner());
-        let (at, verdict) = verdicts.get(url)?;
-        (now.saturating_duration_since(*at) < PRECHECK_TTL).then(|| verdict.clone())
-    }
-
-    fn keep(&self, url: &str, verdict: Result<Url, GuardError>, now: Instant) {
-        let mut verdicts = self.verdicts.lock().unwrap_or_else(|p| p.into_inner());
-        if verdicts.len() >= PRECHECK_CACHE_MAX && !verdicts.contains_key(url) {
-            verdicts.clear();
-        }
-        verdicts.insert(url.to_owned(), (now, verdict));
+        let check = Box::pin(precheck(url, &self.policy));
+        self.verdicts.get_with(url.to_owned(), check).await
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use hookline_testkit::wait_until;
+
     use super::*;
 
     fn parsed(url: &str) -> Url {
         Url::parse(url).expect("a URL")
     }
 
-    fn cache() -> PrecheckCache {
-        // The default policy refuses loopback.
-        PrecheckCache::new(Arc::new(AddressPolicy::default()))
+    /// The default policy refuses loopback.
+    fn refusing(ttl: Duration) -> PrecheckCache {
+        PrecheckCache::with_ttl(Arc::new(AddressPolicy::default()), ttl)
     }
 
     #[tokio::test]
     async fn a_verdict_is_kept_for_its_time_then_asked_again() {
-        let cache = cache();
+        let cache = refusing(Duration::from_millis(200));
         let url = "http://127.0.0.1:8080/hook";
         let refused = cache.check(url).await;
         assert!(
             matches!(refused, Err(GuardError::Blocked { .. })),
             "{refused:?}"
         );
-        let now = Instant::now();
         assert!(matches!(
-            cache.cached(url, now),
+            cache.verdicts.get(url).await,
             Some(Err(GuardError::Blocked { .. }))
         ));
-        assert!(cache.cached(url, now + PRECHECK_TTL).is_none());
-        assert!(cache.cached("http://127.0.0.1:8081/hook", now).is_none());
+        assert!(
+            cache
+                .verdicts
+                .get("http://127.0.0.1:8081/hook")
+                .await
+                .is_none()
+        );
+        wait_until(Duration::from_secs(10), "the verdict expires", || async {
+            cache.verdicts.get(url).await.is_none().then_some(())
+        })
+        .await;
     }
 
     #[tokio::test]
@@ -222,20 +220,19 @@ mod tests {
         let first = cache.check(url).await.expect("allowed");
         assert_eq!(first, parsed(url));
         assert_eq!(cache.check(url).await.expect("kept"), first);
-        assert!(cache.cached(url, Instant::now()).is_some());
+        assert!(cache.verdicts.get(url).await.is_some());
     }
 
     #[tokio::test]
-    async fn the_cache_starts_over_when_full() {
-        let cache = cache();
-        let now = Instant::now();
-        for port in 0..PRECHECK_CACHE_MAX {
-            let url = format!("http://192.0.2.1:{port}/");
-            cache.keep(&url, Ok(parsed(&url)), now);
+    async fn the_cache_keeps_at_most_its_bound() {
+        let cache = refusing(PRECHECK_TTL);
+        for port in 1..=PRECHECK_CACHE_MAX + 100 {
+            let _verdict = cache.check(&format!("http://192.0.2.1:{port}/")).await;
         }
-        cache.keep("http://192.0.2.2/", Ok(parsed("http://192.0.2.2/")), now);
-        let kept = cache.verdicts.lock().expect("lock").len();
-        assert_eq!(kept, 1);
-        assert!(cache.cached("http://192.0.2.2/", now).is_some());
+        cache.verdicts.run_pending_tasks().await;
+        let kept = cache.verdicts.entry_count();
+        assert!(kept <= PRECHECK_CACHE_MAX, "{kept} kept");
+        // It evicts some, not all: what stays is still answered.
+        assert!(kept > 0);
     }
 }

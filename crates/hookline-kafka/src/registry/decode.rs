@@ -2,9 +2,8 @@
 //! writer schema, the checks a writer schema must pass, and the datum. The fetch is in
 //! `mod.rs` with the registry's other calls.
 
-use std::collections::HashMap;
 use std::io::Cursor;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::Arc;
 
 use apache_avro::Schema;
 use apache_avro::reader::datum::GenericDatumReader;
@@ -86,23 +85,17 @@ pub(super) fn read_datum(id: u32, writer: &Schema, datum: &[u8]) -> Result<Value
         .map_err(undecodable)
 }
 
+/// How many writer schemas a registry client keeps; the least used go first.
+const SCHEMA_CACHE_MAX: u64 = 1_000;
+
 /// Writer schemas by id, parsed and checked. Only schemas that passed are kept: a refusal or
-/// an unreachable registry is asked again next time.
-#[derive(Debug, Default)]
-pub(super) struct SchemaCache(RwLock<HashMap<u32, Arc<Schema>>>);
+/// an unreachable registry is asked again next time. Concurrent misses for one id wait for
+/// one fetch.
+pub(super) type SchemaCache = moka::future::Cache<u32, Arc<Schema>>;
 
-impl SchemaCache {
-    pub(super) fn get(&self, id: u32) -> Option<Arc<Schema>> {
-        // A panic elsewhere while the lock was held cannot leave the map half-written: an
-        // insert either happened or did not.
-        let map = self.0.read().unwrap_or_else(PoisonError::into_inner);
-        map.get(&id).cloned()
-    }
-
-    pub(super) fn insert(&self, id: u32, schema: Arc<Schema>) {
-        let mut map = self.0.write().unwrap_or_else(PoisonError::into_inner);
-        map.insert(id, schema);
-    }
+/// An empty [`SchemaCache`].
+pub(super) fn schema_cache() -> SchemaCache {
+    moka::future::Cache::new(SCHEMA_CACHE_MAX)
 }
 
 #[cfg(test)]
@@ -212,16 +205,6 @@ mod tests {
             expected = Value::Array(vec![expected]);
         }
         assert_eq!(value, expected);
-    }
-
-    #[test]
-    fn the_cache_keeps_what_it_is_given() {
-        let cache = SchemaCache::default();
-        assert!(cache.get(1).is_none());
-        let schema = Arc::new(Schema::Long);
-        cache.insert(1, Arc::clone(&schema));
-        assert!(Arc::ptr_eq(&cache.get(1).expect("cached"), &schema));
-        assert!(cache.get(2).is_none());
     }
 }
 

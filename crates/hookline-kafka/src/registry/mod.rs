@@ -100,6 +100,10 @@ impl fmt::Debug for Registry {
     }
 }
 
+/// What a fetch of a writer schema tells the decodes that waited for it: that it failed.
+#[derive(Debug)]
+struct FetchFailed;
+
 #[derive(Deserialize)]
 struct IdAnswer {
     id: u32,
@@ -125,7 +129,7 @@ impl Registry {
             encoder: OnceLock::new(),
             timeout,
             ca_certificates: valid.ca_certificates,
-            writer_schemas: decode::SchemaCache::default(),
+            writer_schemas: decode::schema_cache(),
             http,
         })
     }
@@ -303,11 +307,30 @@ impl Registry {
         decode::read_datum(id, &writer, datum)
     }
 
-    /// The writer schema with this id, from the cache or the registry.
+    /// The writer schema with this id, from the cache or the registry: decodes that miss at
+    /// once (a cold start with many records in flight) wait for one fetch. When that fetch
+    /// fails, its caller gets its error, and each waiter fetches once more itself to get its
+    /// own (an error is not shared: it keeps its cause, which cannot be copied).
     async fn writer_schema(&self, id: u32) -> Result<Arc<Schema>> {
-        if let Some(schema) = self.writer_schemas.get(id) {
-            return Ok(schema);
+        let mut failure = None;
+        let shared = self
+            .writer_schemas
+            .try_get_with(id, async {
+                self.fetch_writer_schema(id).await.map_err(|error| {
+                    failure = Some(error);
+                    FetchFailed
+                })
+            })
+            .await;
+        match (shared, failure) {
+            (Ok(schema), _) => Ok(schema),
+            (Err(_), Some(error)) => Err(error),
+            (Err(_), None) => self.fetch_writer_schema(id).await,
         }
+    }
+
+    /// Fetches and checks the writer schema with this id.
+    async fn fetch_writer_schema(&self, id: u32) -> Result<Arc<Schema>> {
         let context = format!("fetching writer schema {id}");
         // `deleted=true`: records written before their schema's subject was soft-deleted
         // still decode.
@@ -320,9 +343,7 @@ impl Registry {
             .await
             .map_err(|source| self.http_error(&context, source))?;
         let body = self.check(&context, response).await?;
-        let schema = Arc::new(decode::writer_schema(id, &context, body)?);
-        self.writer_schemas.insert(id, Arc::clone(&schema));
-        Ok(schema)
+        Ok(Arc::new(decode::writer_schema(id, &context, body)?))
     }
 
     fn http_error(&self, context: &str, source: reqwest::Error) -> Error {

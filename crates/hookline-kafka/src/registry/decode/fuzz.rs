@@ -6,6 +6,7 @@
 //! under a memory cap: an allocation past it aborts the test binary.
 
 use std::alloc::System;
+use std::collections::HashMap;
 
 use apache_avro::schema::ResolvedSchema;
 use cap::Cap;
