@@ -18,6 +18,7 @@ pub mod envelope;
 pub mod event;
 pub mod framing;
 pub mod headers;
+pub mod pause;
 pub mod policy;
 pub mod schema;
 pub mod secret;

@@ -9,6 +9,7 @@ use hookline_core::decision::{self, Schedule, TakeUp};
 use hookline_core::envelope::ErrorReason;
 use hookline_core::event::confluent_schema_id;
 use hookline_core::headers::DeliveryMeta;
+use hookline_core::pause::Pauses;
 use hookline_core::policy::RetryTiers;
 
 use super::{Ctx, Delivery, Halt};
@@ -85,7 +86,7 @@ pub(crate) async fn event(ctx: &Ctx, delivery: &Delivery) -> Result<WebhookEvent
         return WebhookEvent::from_json(value)
             .map_err(|error| malformed(format!("not a webhook event: {error}")));
     }
-    let mut backoff = Duration::from_millis(200);
+    let mut pauses = Pauses::new(Duration::from_millis(200), Duration::from_secs(10));
     let decoded = loop {
         // Boxed: the registry client's future would make every delivery task larger.
         match Box::pin(ctx.registry.decode(value)).await {
@@ -100,9 +101,8 @@ pub(crate) async fn event(ctx: &Ctx, delivery: &Delivery) -> Result<WebhookEvent
                             wait: ctx.settings.first_tier_delay(),
                         });
                     }
-                    () = tokio::time::sleep(backoff) => {}
+                    () = tokio::time::sleep(pauses.next_pause()) => {}
                 }
-                backoff = (backoff * 2).min(Duration::from_secs(10));
             }
             Err(error) => return Err(malformed(format!("cannot decode the Avro value: {error}"))),
         }

@@ -10,6 +10,7 @@ use std::time::Duration;
 use hookline_core::decision::{self, Decision, Schedule};
 use hookline_core::envelope::{ErrorReason, Fit};
 use hookline_core::headers::{DeliveryMeta, is_delivery_header};
+use hookline_core::pause::Pauses;
 use hookline_kafka::FutureProducer;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
@@ -86,7 +87,7 @@ impl Writer {
         value: Option<&[u8]>,
         headers: &[(String, Vec<u8>)],
     ) -> Result<(i32, i64), KafkaError> {
-        let mut backoff = FIRST_BACKOFF;
+        let mut pauses = Pauses::new(FIRST_BACKOFF, MAX_BACKOFF);
         loop {
             let mut owned = OwnedHeaders::new_with_capacity(headers.len());
             for (name, bytes) in headers {
@@ -111,8 +112,7 @@ impl Writer {
                 return Err(error);
             }
             tracing::warn!(%error, topic, "writing a record failed; retrying");
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(MAX_BACKOFF);
+            tokio::time::sleep(pauses.next_pause()).await;
         }
     }
 }
@@ -287,7 +287,7 @@ pub(crate) async fn park(
     let mut headers = carried_headers(record, &job.meta);
     let mut limit = room(writer.max_message_bytes, key, &headers);
     let mut cut_down = false;
-    let mut backoff = FIRST_BACKOFF;
+    let mut pauses = Pauses::new(FIRST_BACKOFF, MAX_BACKOFF);
     loop {
         if let Fit::TooLarge { framed_len } = envelope.fit_within(limit) {
             tracing::error!(
@@ -334,8 +334,7 @@ pub(crate) async fn park(
             Err(error) => {
                 ctx.metrics.dlq_write_refused();
                 tracing::error!(%error, "the DLQ topic refuses even a small envelope; retrying");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(MAX_BACKOFF);
+                tokio::time::sleep(pauses.next_pause()).await;
             }
         }
     }

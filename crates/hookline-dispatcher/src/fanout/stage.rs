@@ -18,6 +18,7 @@ use hookline_core::WebhookEvent;
 use hookline_core::envelope::ErrorReason;
 use hookline_core::event::confluent_schema_id;
 use hookline_core::headers::{DeliveryMeta, is_delivery_header};
+use hookline_core::pause::Pauses;
 use hookline_kafka::FutureProducer;
 use hookline_kafka::Registry;
 use rdkafka::client::ClientContext;
@@ -103,7 +104,7 @@ struct Planned {
 
 /// Runs the fan-out until `shutdown`, starting a new session after any failure.
 pub(crate) async fn run(stage: Stage, shutdown: CancellationToken) -> Result<()> {
-    let mut backoff = FIRST_BACKOFF;
+    let mut pauses = Pauses::new(FIRST_BACKOFF, Duration::from_secs(60));
     loop {
         match session(&stage, &shutdown).await {
             Ok(()) => return Ok(()),
@@ -113,9 +114,8 @@ pub(crate) async fn run(stage: Stage, shutdown: CancellationToken) -> Result<()>
                 tracing::error!(%error, ?cause, "the fan-out session failed; starting a new one");
                 tokio::select! {
                     () = shutdown.cancelled() => return Ok(()),
-                    () = tokio::time::sleep(backoff) => {}
+                    () = tokio::time::sleep(pauses.next_pause()) => {}
                 }
-                backoff = (backoff * 2).min(Duration::from_secs(60));
             }
         }
     }
@@ -349,15 +349,14 @@ impl Session<'_> {
                 .map(|event| (event, Encoding::Json))
                 .map_err(|error| malformed(format!("not a webhook event: {error}")));
         }
-        let mut backoff = Duration::from_millis(200);
+        let mut pauses = Pauses::new(Duration::from_millis(200), Duration::from_secs(10));
         let decoded = loop {
             match self.stage.registry.decode(value).await {
                 Ok(decoded) => break decoded,
                 Err(error) if error.is_transient() && !shutdown.is_cancelled() => {
                     self.stage.metrics.registry_wait();
                     tracing::warn!(%error, "the registry cannot answer; waiting to fan out");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(10));
+                    tokio::time::sleep(pauses.next_pause()).await;
                 }
                 Err(error) => {
                     return Err(malformed(format!("cannot decode the Avro value: {error}")));

@@ -8,6 +8,7 @@
 use std::str::FromStr;
 use std::time::Duration;
 
+use hookline_core::pause::Pauses;
 use hookline_core::secret::Secret;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use tokio_util::sync::CancellationToken;
@@ -311,12 +312,12 @@ pub(crate) async fn upkeep(
     on_error: impl Fn(&LedgerError) + Send,
     shutdown: CancellationToken,
 ) {
-    let mut pause = Duration::from_secs(1);
+    let mut pauses = Pauses::new(Duration::from_secs(1), Duration::from_secs(60));
     if !migrated {
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => return,
-                () = tokio::time::sleep(pause) => {}
+                () = tokio::time::sleep(pauses.next_pause()) => {}
             }
             match ledger.migrate().await {
                 Ok(()) => {
@@ -326,7 +327,6 @@ pub(crate) async fn upkeep(
                 Err(error) => {
                     on_error(&error);
                     tracing::warn!(%error, "delivery ledger (postgres): tables not ready yet");
-                    pause = (pause * 2).min(Duration::from_secs(60));
                 }
             }
         }

@@ -7,6 +7,8 @@
 use std::future::Future;
 use std::time::Duration;
 
+use hookline_core::pause::Pauses;
+
 use crate::error::{Error, Result};
 
 /// How long start-up waits out a slow or overloaded registry.
@@ -28,26 +30,26 @@ impl Error {
 }
 
 /// Runs `op` until it succeeds, fails with anything but an overload, or `patience` has
-/// passed; pauses between tries grow from 250 ms to 5 s. `what` names the step in the log.
+/// passed; pauses between tries grow from 250 ms to 5 s, each with a random part (replicas
+/// starting together do not try again together). `what` names the step in the log.
 pub async fn with_patience<T, F, Fut>(what: &str, patience: Duration, mut op: F) -> Result<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T>>,
 {
     let give_up = tokio::time::Instant::now() + patience;
-    let mut pause = FIRST_PAUSE;
+    let mut pauses = Pauses::new(FIRST_PAUSE, LONGEST_PAUSE);
     loop {
-        match op().await {
-            Err(error)
-                if error.is_registry_overload()
-                    && tokio::time::Instant::now() + pause < give_up =>
-            {
-                tracing::warn!(%error, what, retry_in = ?pause, "the schema registry is slow or overloaded; trying again");
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(LONGEST_PAUSE);
-            }
+        let error = match op().await {
+            Err(error) if error.is_registry_overload() => error,
             other => return other,
+        };
+        let pause = pauses.next_pause();
+        if tokio::time::Instant::now() + pause >= give_up {
+            return Err(error);
         }
+        tracing::warn!(%error, what, retry_in = ?pause, "the schema registry is slow or overloaded; trying again");
+        tokio::time::sleep(pause).await;
     }
 }
 

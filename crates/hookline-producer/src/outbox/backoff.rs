@@ -1,38 +1,7 @@
-//! Pauses that grow: the relay's while Kafka or PostgreSQL is down, and a task's after a
-//! failed publish.
+//! How long a task waits after a failed publish. The relay's own pauses while Kafka or
+//! PostgreSQL is down are hookline-core's `Pauses`.
 
 use std::time::Duration;
-
-/// A pause that doubles from `base` up to `max` each time it is taken, until reset.
-#[derive(Clone, Debug)]
-pub struct Backoff {
-    base: Duration,
-    max: Duration,
-    next: Duration,
-}
-
-impl Backoff {
-    /// Starts at `base`, never more than `max`.
-    pub fn new(base: Duration, max: Duration) -> Self {
-        Backoff {
-            base,
-            max,
-            next: base.min(max),
-        }
-    }
-
-    /// The pause to take now; the following one is twice as long (capped).
-    pub fn next_pause(&mut self) -> Duration {
-        let pause = self.next;
-        self.next = self.next.saturating_mul(2).min(self.max);
-        pause
-    }
-
-    /// Back to `base` (after a success).
-    pub fn reset(&mut self) {
-        self.next = self.base.min(self.max);
-    }
-}
 
 /// How long a task waits after its `retry_count`-th failed publish (1 for the first):
 /// `base * 2^(retry_count - 1)`, at most `max`.
@@ -44,17 +13,6 @@ pub fn task_backoff(retry_count: u32, base: Duration, max: Duration) -> Duration
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn doubles_up_to_the_cap_and_resets() {
-        let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_millis(500));
-        let pauses: Vec<u64> = (0..5)
-            .map(|_| backoff.next_pause().as_millis() as u64)
-            .collect();
-        assert_eq!(pauses, [100, 200, 400, 500, 500]);
-        backoff.reset();
-        assert_eq!(backoff.next_pause(), Duration::from_millis(100));
-    }
 
     #[test]
     fn task_backoff_grows_and_saturates() {

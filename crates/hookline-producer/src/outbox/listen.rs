@@ -3,11 +3,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use hookline_core::pause::Pauses;
 use sqlx::postgres::PgListener;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::{Backoff, NOTIFY_CHANNEL, OutboxStore};
+use super::{NOTIFY_CHANNEL, OutboxStore};
 
 /// Listens until `shutdown`, waking `wake` on each notification for `store`'s schema;
 /// reconnects with a growing pause while PostgreSQL is unreachable (the relay polls
@@ -19,7 +20,7 @@ pub(crate) async fn listen(
     backoff_max: Duration,
     shutdown: CancellationToken,
 ) {
-    let mut backoff = Backoff::new(backoff_base, backoff_max);
+    let mut backoff = Pauses::new(backoff_base, backoff_max);
     while !shutdown.is_cancelled() {
         let error = match connect(&store).await {
             Ok(mut listener) => {

@@ -19,7 +19,7 @@ mod status;
 mod store;
 mod task;
 
-pub use backoff::{Backoff, task_backoff};
+pub use backoff::task_backoff;
 pub use classify::{Failure, classify};
 pub use config::{DEFAULT_SCHEMA, OutboxConfig, RelaySettings, StoreSettings, schema_ok};
 pub use enqueue::{enqueue, enqueue_in};

@@ -7,6 +7,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::stream::FuturesOrdered;
 use hookline_core::WebhookEvent;
+use hookline_core::pause::Pauses;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -14,8 +15,7 @@ use tokio_util::task::TaskTracker;
 use super::listen::listen;
 use super::task::Task;
 use super::{
-    Backoff, Failure, OutboxError, OutboxMetrics, OutboxStore, RelaySettings, classify,
-    task_backoff,
+    Failure, OutboxError, OutboxMetrics, OutboxStore, RelaySettings, classify, task_backoff,
 };
 use crate::{Delivered, PublishError, Publisher};
 
@@ -91,7 +91,7 @@ impl Relay {
     }
 
     async fn migrate_until_done(&self, shutdown: &CancellationToken) -> bool {
-        let mut backoff = Backoff::new(self.settings.backoff_base, self.settings.backoff_max);
+        let mut backoff = Pauses::new(self.settings.backoff_base, self.settings.backoff_max);
         loop {
             match self.store.migrate().await {
                 Ok(()) => return true,
@@ -109,8 +109,8 @@ impl Relay {
 
     async fn publish_loop(&self, wake: &Notify, shutdown: &CancellationToken) {
         let settings = &self.settings;
-        let mut postgres = Backoff::new(settings.backoff_base, settings.backoff_max);
-        let mut kafka = Backoff::new(settings.backoff_base, settings.backoff_max);
+        let mut postgres = Pauses::new(settings.backoff_base, settings.backoff_max);
+        let mut kafka = Pauses::new(settings.backoff_base, settings.backoff_max);
         while !shutdown.is_cancelled() {
             let claimed = self
                 .store
@@ -234,7 +234,7 @@ impl Relay {
     /// Marks `ids` `COMPLETE`, trying again while PostgreSQL is unreachable (until
     /// shutdown: then the leases expire and the tasks are published again, same ids).
     async fn complete(&self, ids: &[String], shutdown: &CancellationToken) {
-        let mut backoff = Backoff::new(self.settings.backoff_base, self.settings.backoff_max);
+        let mut backoff = Pauses::new(self.settings.backoff_base, self.settings.backoff_max);
         loop {
             match self.store.complete(ids).await {
                 Ok(_) => {
