@@ -291,37 +291,6 @@ impl Default for AdminConfig {
     }
 }
 
-/// The top-level keys: only `HOOKLINE_*` variables under one of them are config (others,
-/// such as `HOOKLINE_BOOTSTRAP_SERVERS` of the command line or `HOOKLINE_HOME` of the local
-/// stack, belong to other tools). Below a key, unknown names are refused.
-const TOP_LEVEL_KEYS: [&str; 25] = [
-    "kafka",
-    "registry",
-    "topics",
-    "group_id",
-    "group_protocol",
-    "group_instance_id",
-    "session_timeout_ms",
-    "dispatcher_id",
-    "retry",
-    "status",
-    "http",
-    "concurrency",
-    "breaker",
-    "outbound",
-    "admin",
-    "endpoints_file",
-    "shutdown_grace_ms",
-    "dlq_compatibility",
-    "ledger",
-    "telemetry",
-    "attempts",
-    "fanout",
-    "lifecycle",
-    "cancellations",
-    "operator_webhooks",
-];
-
 impl DispatcherConfig {
     /// Loads the defaults, then `file` (TOML) when given, then `HOOKLINE_*` variables
     /// (`HOOKLINE_KAFKA__BOOTSTRAP_SERVERS`, `HOOKLINE_RETRY__BASE_MS`: `__` separates
@@ -337,9 +306,14 @@ impl DispatcherConfig {
             }
             figment = figment.merge(Toml::file(file));
         }
+        // Only `HOOKLINE_*` variables under a top-level key (a field of this struct, as serde
+        // reads it) are config; others, such as `HOOKLINE_BOOTSTRAP_SERVERS` of the command
+        // line or `HOOKLINE_HOME` of the local stack, belong to other tools. Below a key,
+        // unknown names are refused.
+        let top_level_keys = serde_aux::serde_introspection::serde_introspect::<Self>();
         let env = Env::prefixed("HOOKLINE_").split("__").filter(|key| {
             let top = key.as_str().split('.').next().unwrap_or_default();
-            TOP_LEVEL_KEYS
+            top_level_keys
                 .iter()
                 .any(|known| known.eq_ignore_ascii_case(top))
         });
@@ -355,6 +329,39 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    /// Every field of the struct is a top-level key the environment may set, the last one
+    /// added as well as the first; variables of other tools under `HOOKLINE_` are not config.
+    #[test]
+    // figment's `Jail` takes a closure returning its own (large) error type.
+    #[allow(clippy::result_large_err)]
+    fn environment_variables_reach_every_top_level_key_and_no_other() {
+        let keys = serde_aux::serde_introspection::serde_introspect::<DispatcherConfig>();
+        let serialized = serde_json::to_value(DispatcherConfig::default()).expect("serializes");
+        let mut fields: Vec<&str> = serialized
+            .as_object()
+            .expect("an object")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let mut known = keys.to_vec();
+        fields.sort_unstable();
+        known.sort_unstable();
+        assert_eq!(known, fields);
+
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("HOOKLINE_SHUTDOWN_GRACE_MS", "1234");
+            jail.set_env("HOOKLINE_OPERATOR_WEBHOOKS__MAX_PER_MINUTE", "7");
+            jail.set_env("HOOKLINE_KAFKA__BOOTSTRAP_SERVERS", "broker:9092");
+            jail.set_env("HOOKLINE_HOME", "/var/lib/hookline");
+            jail.set_env("HOOKLINE_BOOTSTRAP_SERVERS", "elsewhere:9092");
+            let config = DispatcherConfig::load(None).expect("loads");
+            assert_eq!(config.shutdown_grace_ms, 1234);
+            assert_eq!(config.operator_webhooks.max_per_minute, 7);
+            assert_eq!(config.kafka.bootstrap_servers, "broker:9092");
+            Ok(())
+        });
+    }
 
     #[test]
     fn the_readme_example_is_a_valid_configuration() {
