@@ -23,6 +23,7 @@ use serde::Serialize;
 
 use crate::machine::Machine;
 use crate::report::Spread;
+use crate::text_table;
 
 static COUNTING: AtomicBool = AtomicBool::new(false);
 /// Live bytes allocated since counting began (wrapping: frees of earlier blocks subtract).
@@ -196,43 +197,38 @@ impl IndexReport {
             self.rounds
         );
         let _ = writeln!(out);
-        let row = |out: &mut String, name: &str, index: String, naive: String, ratio: f64| {
-            let _ = writeln!(out, "{name:<28} {index:>14} {naive:>14} {ratio:>14.2}");
-        };
-        let _ = writeln!(
-            out,
-            "{:<28} {:>14} {:>14} {:>14}",
-            "", "index", "naive table", "index / naive"
-        );
+        let mut table = text_table::new(&["", "index", "naive table", "index / naive"]);
         let (h, b) = (&self.heap_bytes, &self.bytes_per_endpoint);
-        row(
-            &mut out,
-            "heap bytes",
-            format!("{:.0}", h.index),
-            format!("{:.0}", h.naive),
-            h.ratio,
-        );
-        row(
-            &mut out,
-            "bytes per endpoint",
-            format!("{:.1}", b.index),
-            format!("{:.1}", b.naive),
-            b.ratio,
-        );
-        row(
-            &mut out,
-            "lookup (ns, any tenant)",
-            u.index_ns.cell(),
-            u.naive_ns.cell(),
-            u.ratio,
-        );
-        row(
-            &mut out,
-            "lookup (ns, largest tenant)",
-            l.index_ns.cell(),
-            l.naive_ns.cell(),
-            l.ratio,
-        );
+        let rows = [
+            (
+                "heap bytes",
+                format!("{:.0}", h.index),
+                format!("{:.0}", h.naive),
+                h.ratio,
+            ),
+            (
+                "bytes per endpoint",
+                format!("{:.1}", b.index),
+                format!("{:.1}", b.naive),
+                b.ratio,
+            ),
+            (
+                "lookup (ns, any tenant)",
+                u.index_ns.cell(),
+                u.naive_ns.cell(),
+                u.ratio,
+            ),
+            (
+                "lookup (ns, largest tenant)",
+                l.index_ns.cell(),
+                l.naive_ns.cell(),
+                l.ratio,
+            ),
+        ];
+        for (name, index, naive, ratio) in rows {
+            table.add_row([name.to_owned(), index, naive, format!("{ratio:.2}")]);
+        }
+        out.push_str(&text_table::render(&table));
         let _ = writeln!(
             out,
             "(naive: HashMap<String, Subscription>, its lookup a scan of the tenant's endpoints \

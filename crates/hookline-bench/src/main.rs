@@ -19,6 +19,7 @@ mod run;
 mod scenarios;
 mod sink;
 mod stats;
+mod text_table;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

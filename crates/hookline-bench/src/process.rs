@@ -7,6 +7,8 @@ use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::{Pid, SysconfVar, sysconf};
 use tokio::process::{Child, Command};
 
 /// What `/proc` says about a process.
@@ -62,13 +64,8 @@ impl Contestant {
 
     /// Sends SIGTERM and waits up to `grace` for it to exit; kills it after that.
     pub async fn terminate(mut self, grace: Duration) -> anyhow::Result<ExitStatus> {
-        let sent = std::process::Command::new("kill")
-            .args(["-TERM", &self.pid.to_string()])
-            .status()
-            .context("running kill")?;
-        if !sent.success() {
-            bail!("kill -TERM {} failed", self.pid);
-        }
+        let pid = Pid::from_raw(i32::try_from(self.pid).context("the process id")?);
+        kill(pid, Signal::SIGTERM).with_context(|| format!("kill -TERM {} failed", self.pid))?;
         match tokio::time::timeout(grace, self.child.wait()).await {
             Ok(status) => status.context("waiting for the process"),
             Err(_) => {
@@ -121,18 +118,14 @@ pub fn cpu_s_of(pid: u32) -> Option<f64> {
     Some(parse_cpu_ticks(&stat)? as f64 / clock_ticks_per_s() as f64)
 }
 
+/// `sysconf(_SC_CLK_TCK)`, the unit of `/proc/<pid>/stat`'s times; 100 if it has none.
 fn clock_ticks_per_s() -> u64 {
-    static TICKS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *TICKS.get_or_init(|| {
-        std::process::Command::new("getconf")
-            .arg("CLK_TCK")
-            .output()
-            .ok()
-            .and_then(|out| String::from_utf8(out.stdout).ok())
-            .and_then(|text| text.trim().parse().ok())
-            .filter(|ticks| *ticks > 0)
-            .unwrap_or(100)
-    })
+    sysconf(SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .and_then(|ticks| u64::try_from(ticks).ok())
+        .filter(|ticks| *ticks > 0)
+        .unwrap_or(100)
 }
 
 #[cfg(test)]
@@ -157,5 +150,12 @@ mod tests {
         let stat = std::fs::read_to_string(format!("/proc/{me}/stat")).expect("stat");
         assert!(parse_vm_hwm(&status).is_some_and(|kib| kib > 0));
         assert!(parse_cpu_ticks(&stat).is_some());
+    }
+
+    #[test]
+    fn the_kernel_tells_its_clock_ticks() {
+        // USER_HZ, 100 on every Linux architecture hookline builds for.
+        assert_eq!(sysconf(SysconfVar::CLK_TCK), Ok(Some(100)));
+        assert_eq!(clock_ticks_per_s(), 100);
     }
 }

@@ -7,6 +7,7 @@ use serde::Serialize;
 
 pub use crate::contest::Deliveries;
 use crate::machine::{Machine, Versions};
+use crate::text_table;
 
 /// Who ran.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -346,15 +347,13 @@ impl Report {
             );
         }
         let _ = writeln!(out);
-        let _ = writeln!(
-            out,
-            "{:<10} {:>26} {:>24} {:>24} {:>18}",
+        let mut table = text_table::new(&[
             "median",
             "throughput (events/s)",
             "peak RSS (MiB)",
             "CPU ms / 1000 events",
-            "1st delivery (s)"
-        );
+            "1st delivery (s)",
+        ]);
         let rows = [
             ("baseline", Some(&self.baseline)),
             ("hookline", Some(&self.hookline)),
@@ -363,16 +362,15 @@ impl Report {
         .chain([("no-log", self.no_attempt_log.as_ref())])
         .filter_map(|(name, summary)| summary.map(|summary| (name, summary)));
         for (name, s) in rows {
-            let _ = writeln!(
-                out,
-                "{:<10} {:>26} {:>24} {:>24} {:>18}",
-                name,
+            table.add_row([
+                name.to_owned(),
                 cell(&s.events_per_s, 0),
                 cell(&s.peak_rss_mib, 1),
                 cell(&s.cpu_ms_per_1k_events, 0),
                 format!("{:.2}", s.first_delivery_s.median),
-            );
+            ]);
         }
+        out.push_str(&text_table::render(&table));
         let _ = writeln!(out, "(median, ±half the range over the rounds)");
         let _ = writeln!(out);
         let r = &self.ratios;
@@ -433,26 +431,23 @@ impl Report {
 
     /// The fan-out's medians beside direct hookline's, per delivery, and their ratios.
     fn fanout_table(&self, out: &mut String, fanout: &Summary, r: &FanoutRatios) {
-        let _ = writeln!(
-            out,
-            "{:<17} {:>26} {:>17} {:>26} {:>18}",
+        let mut table = text_table::new(&[
             "median",
             "throughput (deliveries/s)",
             "peak RSS (MiB)",
             "CPU ms / 1000 deliveries",
-            "1st delivery (s)"
-        );
+            "1st delivery (s)",
+        ]);
         for (name, s) in [("hookline direct", &self.hookline), ("fanout", fanout)] {
-            let _ = writeln!(
-                out,
-                "{:<17} {:>26} {:>17} {:>26} {:>18}",
-                name,
+            table.add_row([
+                name.to_owned(),
                 cell(&s.deliveries_per_s, 0),
                 cell(&s.peak_rss_mib, 1),
                 cell(&s.cpu_ms_per_1k_deliveries, 0),
                 format!("{:.2}", s.first_delivery_s.median),
-            );
+            ]);
         }
+        out.push_str(&text_table::render(&table));
         let _ = writeln!(out);
         let _ = writeln!(
             out,

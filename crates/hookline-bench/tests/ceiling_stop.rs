@@ -7,6 +7,9 @@ use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
 #[test]
 fn a_sigterm_while_requests_are_in_flight_stops_it_cleanly() {
     // A receiver that takes the request and never answers: the ceiling is mid-request.
@@ -33,11 +36,8 @@ fn a_sigterm_while_requests_are_in_flight_stops_it_cleanly() {
         .read_exact(&mut first)
         .expect("the request's first bytes");
     assert_eq!(&first, b"POST");
-    let sent = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(sent.success());
+    let pid = Pid::from_raw(i32::try_from(child.id()).expect("a pid fits in pid_t"));
+    kill(pid, Signal::SIGTERM).expect("SIGTERM is sent");
     let deadline = Instant::now() + Duration::from_secs(10);
     let status = loop {
         if let Some(status) = child.try_wait().expect("its status") {

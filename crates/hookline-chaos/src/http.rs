@@ -1,6 +1,7 @@
-//! The little HTTP/1.1 the receivers and the fault proxy speak, written by hand so that a
-//! connection can be refused, reset or left hanging at will: read one request (head and a
-//! `Content-Length` body; keep-alive), write a bodiless answer.
+//! The little HTTP/1.1 the receivers and the fault proxy speak: read one request (its head
+//! parsed by `httparse`, a `Content-Length` body; keep-alive), write a bodiless answer. The
+//! connection stays in this crate's hands, not a server framework's, so that it can be
+//! refused, reset or left hanging at will.
 
 use std::io;
 
@@ -8,6 +9,8 @@ use tokio::io::{AsyncRead, AsyncReadExt as _};
 
 /// The longest request head read.
 const MAX_HEAD: usize = 64 * 1024;
+/// The most headers a request may have (hyper's server takes as many).
+const MAX_HEADERS: usize = 100;
 /// The largest body read (hookline sends at most `http.max_payload_bytes`).
 const MAX_BODY: usize = 4 * 1024 * 1024;
 
@@ -39,40 +42,32 @@ fn invalid(message: impl Into<String>) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, message.into())
 }
 
-/// Parses a request head (without its final blank line): the request line and headers.
-pub fn parse_head(head: &[u8]) -> io::Result<Request> {
-    let mut lines = head
-        .split(|byte| *byte == b'\n')
-        .map(|line| line.strip_suffix(b"\r").unwrap_or(line));
-    let request_line = lines.next().ok_or_else(|| invalid("no request line"))?;
-    let request_line = std::str::from_utf8(request_line).map_err(|_| invalid("request line"))?;
-    let mut parts = request_line.split(' ');
-    let (Some(method), Some(path), Some(version)) = (parts.next(), parts.next(), parts.next())
-    else {
-        return Err(invalid(format!("bad request line {request_line:?}")));
+/// Parses the request head at the start of `buf`: the request (without its body) and the
+/// head's length, blank line included; `Ok(None)` while the head is incomplete.
+pub fn parse_head(buf: &[u8]) -> io::Result<Option<(Request, usize)>> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut parsed = httparse::Request::new(&mut headers);
+    let head_len = match parsed.parse(buf) {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(error) => return Err(invalid(format!("bad request head: {error}"))),
     };
-    if !version.starts_with("HTTP/1.") {
-        return Err(invalid(format!("not HTTP/1: {version:?}")));
-    }
-    let mut headers = Vec::new();
-    for line in lines.filter(|line| !line.is_empty()) {
-        let colon = line
-            .iter()
-            .position(|byte| *byte == b':')
-            .ok_or_else(|| invalid("a header line without a colon"))?;
-        let name = std::str::from_utf8(&line[..colon])
-            .map_err(|_| invalid("a header name that is not text"))?
-            .trim()
-            .to_ascii_lowercase();
-        let value = line[colon + 1..].trim_ascii().to_vec();
-        headers.push((name, value));
-    }
-    Ok(Request {
+    // A complete head has all three.
+    let (Some(method), Some(path)) = (parsed.method, parsed.path) else {
+        return Err(invalid("no request line"));
+    };
+    let headers = parsed
+        .headers
+        .iter()
+        .map(|header| (header.name.to_ascii_lowercase(), header.value.to_vec()))
+        .collect();
+    let request = Request {
         method: method.to_owned(),
         path: path.to_owned(),
         headers,
         body: Vec::new(),
-    })
+    };
+    Ok(Some((request, head_len)))
 }
 
 /// Reads the next request from `stream`. `buf` keeps what was read beyond it (the next
@@ -81,9 +76,9 @@ pub async fn read_request<R: AsyncRead + Unpin>(
     stream: &mut R,
     buf: &mut Vec<u8>,
 ) -> io::Result<Option<Request>> {
-    let head_end = loop {
-        if let Some(at) = find(buf, b"\r\n\r\n") {
-            break at;
+    let (mut request, body_start) = loop {
+        if let Some(head) = parse_head(buf)? {
+            break head;
         }
         if buf.len() > MAX_HEAD {
             return Err(invalid("request head too long"));
@@ -96,7 +91,6 @@ pub async fn read_request<R: AsyncRead + Unpin>(
             };
         }
     };
-    let mut request = parse_head(&buf[..head_end])?;
     if request
         .header("transfer-encoding")
         .is_some_and(|value| !value.eq_ignore_ascii_case("identity"))
@@ -110,7 +104,6 @@ pub async fn read_request<R: AsyncRead + Unpin>(
     if length > MAX_BODY {
         return Err(invalid("body too large"));
     }
-    let body_start = head_end + 4;
     while buf.len() < body_start + length {
         if read_more(stream, buf).await? == 0 {
             return Err(io::ErrorKind::UnexpectedEof.into());
@@ -126,12 +119,6 @@ async fn read_more<R: AsyncRead + Unpin>(stream: &mut R, buf: &mut Vec<u8>) -> i
     let read = stream.read(&mut chunk).await?;
     buf.extend_from_slice(&chunk[..read]);
     Ok(read)
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack
-        .windows(needle.len())
-        .position(|window| window == needle)
 }
 
 /// A bodiless answer; `close` asks the client not to reuse the connection.
@@ -155,17 +142,48 @@ mod tests {
 
     #[test]
     fn parses_a_head() {
-        let head =
-            b"POST /hooks/ok HTTP/1.1\r\nHost: 127.0.0.1\r\nWebhook-Id: evt_1\r\nx-bin: \xff\r\n";
-        let request = parse_head(head).unwrap();
+        let head = b"POST /hooks/ok HTTP/1.1\r\nHost: 127.0.0.1\r\nWebhook-Id: evt_1\r\n\
+            x-bin: \xff\r\n\r\n";
+        let (request, len) = parse_head(head).unwrap().unwrap();
+        assert_eq!(len, head.len());
         assert_eq!(request.method, "POST");
         assert_eq!(request.path, "/hooks/ok");
         assert_eq!(request.header("webhook-id"), Some("evt_1"));
         assert_eq!(request.header("x-bin"), None, "not text");
         assert_eq!(request.header("missing"), None);
-        assert!(parse_head(b"garbage").is_err());
-        assert!(parse_head(b"GET / SPDY/3\r\n").is_err());
-        assert!(parse_head(b"GET / HTTP/1.1\r\nno colon\r\n").is_err());
+        assert!(parse_head(b"garbage\r\n\r\n").is_err());
+        assert!(parse_head(b"GET / SPDY/3\r\n\r\n").is_err());
+        assert!(parse_head(b"GET / HTTP/1.1\r\nno colon\r\n\r\n").is_err());
+    }
+
+    #[test]
+    fn an_incomplete_head_asks_for_more() {
+        assert_eq!(parse_head(b"").unwrap(), None);
+        assert_eq!(
+            parse_head(b"POST /a HTTP/1.1\r\nHost: x\r\n").unwrap(),
+            None
+        );
+        // What follows the head is not the head's.
+        let (request, len) = parse_head(b"GET /a HTTP/1.0\r\n\r\nbody").unwrap().unwrap();
+        assert_eq!((request.path.as_str(), len), ("/a", 19));
+    }
+
+    #[tokio::test]
+    async fn a_head_too_long_or_with_too_many_headers_is_an_error() {
+        let mut long = b"POST /a HTTP/1.1\r\nx-pad: ".to_vec();
+        long.resize(long.len() + MAX_HEAD, b'a');
+        let mut many = b"POST /a HTTP/1.1\r\n".to_vec();
+        for n in 0..=MAX_HEADERS {
+            many.extend_from_slice(format!("x-{n}: 1\r\n").as_bytes());
+        }
+        many.extend_from_slice(b"\r\n");
+        for wire in [long, many] {
+            let mut stream = &wire[..];
+            let error = read_request(&mut stream, &mut Vec::new())
+                .await
+                .unwrap_err();
+            assert_eq!(error.kind(), io::ErrorKind::InvalidData);
+        }
     }
 
     #[tokio::test]

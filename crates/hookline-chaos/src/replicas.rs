@@ -8,7 +8,10 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
+use nix::sys::signal::{self, Signal};
+use nix::unistd::Pid;
 use tokio::process::{Child, Command};
+use toml::{Table, Value};
 
 use crate::timeline::Timeline;
 
@@ -45,68 +48,92 @@ pub struct DispatcherSettings {
 
 impl DispatcherSettings {
     /// The config file of replica `name` (also its `user-agent`, so that the receivers
-    /// know who sent what), with its admin port.
-    pub fn toml(&self, name: &str, admin_port: u16) -> String {
-        let tiers: Vec<String> = self.tiers.iter().map(|t| format!("{t:?}")).collect();
-        let properties: Vec<String> = self
+    /// know who sent what), with its admin port; written with `toml`, so that every value
+    /// is escaped as TOML wants.
+    pub fn toml(&self, name: &str, admin_port: u16) -> Result<String, toml::ser::Error> {
+        let tiers: Vec<Value> = self.tiers.iter().map(|t| t.as_str().into()).collect();
+        let properties: Table = self
             .kafka_properties
             .iter()
-            .map(|(key, value)| format!("{key:?} = {value:?}"))
+            .map(|(key, value)| (key.clone(), value.as_str().into()))
             .collect();
-        format!(
-            r#"# Written by hookline-chaos for replica {name}.
-group_id = "{group}"
-group_protocol = "consumer"
-session_timeout_ms = {session}
-shutdown_grace_ms = {grace}
-dispatcher_id = "{name}"
-
-[kafka]
-bootstrap_servers = "{bootstrap}"
-properties = {{ {properties} }}
-
-[registry]
-url = "{registry}"
-
-[topics]
-events = "{events}"
-endpoints = "{endpoints}"
-retry_tiers = [{tiers}]
-
-[retry]
-strategy = "fixed"
-base_ms = {backoff}
-cap_ms = {backoff}
-max_attempts = {attempts}
-
-[http]
-timeout_ms = {timeout}
-user_agent = "{name}"
-
-[concurrency]
-max_uncommitted_per_partition = {window}
-
-[outbound]
-allow_loopback = true
-
-[admin]
-listen = "127.0.0.1:{admin_port}"
-"#,
-            group = self.group_id,
-            session = self.session_timeout_ms,
-            grace = self.shutdown_grace_ms,
-            bootstrap = self.bootstrap_servers,
-            registry = self.registry_url,
-            events = self.events,
-            endpoints = self.endpoints,
-            tiers = tiers.join(", "),
-            backoff = self.backoff_ms,
-            attempts = self.max_attempts,
-            timeout = self.timeout_ms,
-            window = self.max_uncommitted_per_partition,
-            properties = properties.join(", "),
-        )
+        let config = table([
+            ("group_id", self.group_id.as_str().into()),
+            ("group_protocol", "consumer".into()),
+            ("session_timeout_ms", int(self.session_timeout_ms)),
+            ("shutdown_grace_ms", int(self.shutdown_grace_ms)),
+            ("dispatcher_id", name.into()),
+            (
+                "kafka",
+                table([
+                    ("bootstrap_servers", self.bootstrap_servers.as_str().into()),
+                    ("properties", properties.into()),
+                ])
+                .into(),
+            ),
+            (
+                "registry",
+                table([("url", self.registry_url.as_str().into())]).into(),
+            ),
+            (
+                "topics",
+                table([
+                    ("events", self.events.as_str().into()),
+                    ("endpoints", self.endpoints.as_str().into()),
+                    ("retry_tiers", tiers.into()),
+                ])
+                .into(),
+            ),
+            (
+                "retry",
+                table([
+                    ("strategy", "fixed".into()),
+                    ("base_ms", int(self.backoff_ms)),
+                    ("cap_ms", int(self.backoff_ms)),
+                    ("max_attempts", self.max_attempts.into()),
+                ])
+                .into(),
+            ),
+            (
+                "http",
+                table([
+                    ("timeout_ms", int(self.timeout_ms)),
+                    ("user_agent", name.into()),
+                ])
+                .into(),
+            ),
+            (
+                "concurrency",
+                table([(
+                    "max_uncommitted_per_partition",
+                    int(self.max_uncommitted_per_partition),
+                )])
+                .into(),
+            ),
+            ("outbound", table([("allow_loopback", true.into())]).into()),
+            (
+                "admin",
+                table([("listen", format!("127.0.0.1:{admin_port}").into())]).into(),
+            ),
+        ]);
+        Ok(format!(
+            "# Written by hookline-chaos for one replica (its dispatcher_id).\n{}",
+            toml::to_string(&config)?
+        ))
     }
+}
+
+/// A TOML table of `pairs`.
+fn table<const N: usize>(pairs: [(&str, Value); N]) -> Table {
+    pairs
+        .into_iter()
+        .map(|(key, value)| (key.to_owned(), value))
+        .collect()
+}
+
+/// A TOML integer; saturating, as no setting comes near 2^63.
+fn int(n: u64) -> Value {
+    Value::Integer(i64::try_from(n).unwrap_or(i64::MAX))
 }
 
 struct Replica {
@@ -160,8 +187,11 @@ impl Replicas {
         let name = format!("r{slot}.{}", self.generation);
         let admin_port = free_port()?;
         let config = self.dir.join(format!("{name}.toml"));
-        std::fs::write(&config, self.settings.toml(&name, admin_port))
-            .with_context(|| format!("writing {}", config.display()))?;
+        let text = self
+            .settings
+            .toml(&name, admin_port)
+            .context("writing the replica's config")?;
+        std::fs::write(&config, text).with_context(|| format!("writing {}", config.display()))?;
         let log = self.dir.join(format!("{name}.log"));
         let out = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
         let err = out.try_clone().context("duplicating the log file")?;
@@ -237,13 +267,9 @@ impl Replicas {
     pub async fn stop(&mut self, slot: usize) -> anyhow::Result<String> {
         let mut replica = self.take(slot)?;
         let pid = replica.child.id().context("the replica has no pid")?;
-        let sent = std::process::Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status()
-            .context("running kill")?;
-        if !sent.success() {
-            bail!("kill -TERM {pid} failed");
-        }
+        let target = Pid::from_raw(i32::try_from(pid).context("the replica's pid")?);
+        signal::kill(target, Signal::SIGTERM)
+            .with_context(|| format!("kill -TERM {pid} failed"))?;
         let at = self.timeline.note(format!("SIGTERM {}", replica.name));
         self.departures.push((at, replica.name.clone()));
         let grace =
@@ -352,7 +378,7 @@ mod tests {
             kafka_properties: vec![("group.remote.assignor".to_owned(), "range".to_owned())],
         };
         let path = std::env::temp_dir().join(format!("chaos-config-{}.toml", std::process::id()));
-        std::fs::write(&path, settings.toml("r0.1", 12345)).unwrap();
+        std::fs::write(&path, settings.toml("r0.1", 12345).unwrap()).unwrap();
         let config = DispatcherConfig::load(Some(&path)).unwrap();
         std::fs::remove_file(&path).unwrap();
         assert_eq!(config.session_timeout_ms, Some(6000));
@@ -363,5 +389,35 @@ mod tests {
         assert_eq!(config.admin.listen, "127.0.0.1:12345");
         assert_eq!(config.kafka.properties["group.remote.assignor"], "range");
         config.into_settings().expect("valid");
+    }
+
+    #[test]
+    fn values_are_escaped_and_read_back_as_written() {
+        let settings = DispatcherSettings {
+            group_id: r#"g "quoted" \ slashed"#.to_owned(),
+            bootstrap_servers: "127.0.0.1:29092".to_owned(),
+            registry_url: r"http://r/C:\dir\".to_owned(),
+            events: "t-chaos-events".to_owned(),
+            endpoints: "t-chaos-endpoints".to_owned(),
+            tiers: vec!["1s".to_owned()],
+            backoff_ms: 1000,
+            max_attempts: 30,
+            timeout_ms: 2000,
+            session_timeout_ms: 6000,
+            shutdown_grace_ms: 10_000,
+            max_uncommitted_per_partition: 1000,
+            kafka_properties: vec![("sasl.jaas \"x\"".to_owned(), "line\nbreak = 'q'".to_owned())],
+        };
+        let text = settings.toml("r0.1", 12345).expect("the config renders");
+        let back: Table = text.parse().expect("the config is TOML");
+        assert_eq!(back["group_id"].as_str(), Some(r#"g "quoted" \ slashed"#));
+        assert_eq!(back["registry"]["url"].as_str(), Some(r"http://r/C:\dir\"));
+        assert_eq!(
+            back["kafka"]["properties"]["sasl.jaas \"x\""].as_str(),
+            Some("line\nbreak = 'q'")
+        );
+        assert_eq!(back["retry"]["max_attempts"].as_integer(), Some(30));
+        assert_eq!(back["http"]["user_agent"].as_str(), Some("r0.1"));
+        assert_eq!(back["admin"]["listen"].as_str(), Some("127.0.0.1:12345"));
     }
 }

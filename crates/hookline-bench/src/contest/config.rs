@@ -2,12 +2,12 @@
 //! allowed, an admin port to read its metrics from; everything else at its default.
 //! `HOOKLINE_<SECTION>__<KEY>` variables still override the file (the report lists them).
 
-use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::Context as _;
 use hookline_producer::Topics;
 use tokio::process::Command;
+use toml::{Table, Value};
 
 /// hookline's default `concurrency.max_pending`, which most runs keep.
 pub const HOOKLINE_MAX_PENDING: usize = 2048;
@@ -77,14 +77,8 @@ impl HooklineConfig {
         }
     }
 
-    /// The TOML file.
-    pub fn render(&self) -> String {
-        let tiers = self
-            .tiers
-            .iter()
-            .map(|tier| format!("\"{tier}\""))
-            .collect::<Vec<_>>()
-            .join(", ");
+    /// The TOML file, written with `toml` so that every value is escaped as TOML wants.
+    pub fn render(&self) -> Result<String, toml::ser::Error> {
         let largest_ms = self
             .tiers
             .iter()
@@ -92,75 +86,84 @@ impl HooklineConfig {
             .map(|delay| delay.as_millis())
             .max()
             .unwrap_or(1_000);
-        let mut out = format!(
-            r#"group_id = "{group}"
-shutdown_grace_ms = 10000
-
-[kafka]
-bootstrap_servers = "{bootstrap}"
-
-[registry]
-url = "{registry}"
-
-[topics]
-events = "{events}"
-endpoints = "{endpoints}"
-retry_tiers = [{tiers}]
-
-[outbound]
-allow_loopback = true
-
-[admin]
-listen = "127.0.0.1:{admin}"
-"#,
-            group = self.group,
-            bootstrap = self.bootstrap,
-            registry = self.registry,
-            events = self.topics.events,
-            endpoints = self.topics.endpoints,
-            admin = self.admin_port,
-        );
-        match self.fixed_retry_ms {
-            Some(delay) => {
-                let _ = write!(
-                    out,
-                    "\n[retry]\nstrategy = \"fixed\"\nbase_ms = {delay}\ncap_ms = {}\n",
-                    largest_ms.max(u128::from(delay))
-                );
-            }
-            None => {
-                let _ = write!(out, "\n[retry]\ncap_ms = {largest_ms}\n");
-            }
-        }
-        let _ = write!(
-            out,
-            "\n[concurrency]\nper_endpoint = {}\nmax_pending = {}\n",
-            self.per_endpoint, self.max_pending
-        );
+        let retry = match self.fixed_retry_ms {
+            Some(delay) => table([
+                ("strategy", "fixed".into()),
+                ("base_ms", int(delay)),
+                ("cap_ms", int(largest_ms.max(u128::from(delay)))),
+            ]),
+            None => table([("cap_ms", int(largest_ms))]),
+        };
+        let mut concurrency = table([
+            ("per_endpoint", self.per_endpoint.into()),
+            ("max_pending", int(self.max_pending)),
+        ]);
         if let Some(max) = self.max_in_flight {
-            let _ = writeln!(out, "max_in_flight = {max}");
+            concurrency.insert("max_in_flight".to_owned(), int(max));
         }
         if let Some(queue) = self.per_endpoint_queue {
-            let _ = writeln!(out, "per_endpoint_queue = {queue}");
+            concurrency.insert("per_endpoint_queue".to_owned(), int(queue));
         }
+        let tiers: Vec<Value> = self.tiers.iter().map(|tier| tier.as_str().into()).collect();
+        let mut config = table([
+            ("group_id", self.group.as_str().into()),
+            ("shutdown_grace_ms", 10_000.into()),
+            (
+                "kafka",
+                table([("bootstrap_servers", self.bootstrap.as_str().into())]).into(),
+            ),
+            (
+                "registry",
+                table([("url", self.registry.as_str().into())]).into(),
+            ),
+            (
+                "topics",
+                table([
+                    ("events", self.topics.events.as_str().into()),
+                    ("endpoints", self.topics.endpoints.as_str().into()),
+                    ("retry_tiers", tiers.into()),
+                ])
+                .into(),
+            ),
+            ("outbound", table([("allow_loopback", true.into())]).into()),
+            (
+                "admin",
+                table([("listen", format!("127.0.0.1:{}", self.admin_port).into())]).into(),
+            ),
+            ("retry", retry.into()),
+            ("concurrency", concurrency.into()),
+        ]);
         if let Some(timeout) = self.timeout_ms {
-            let _ = write!(out, "\n[http]\ntimeout_ms = {timeout}\n");
+            config.insert(
+                "http".to_owned(),
+                table([("timeout_ms", int(timeout))]).into(),
+            );
         }
         if self.breaker_off {
-            out.push_str("\n[breaker]\nminimum_requests = 0\n");
+            config.insert(
+                "breaker".to_owned(),
+                table([("minimum_requests", 0.into())]).into(),
+            );
         }
         if let Some(topic) = &self.fanout_topic {
-            let _ = write!(out, "\n[fanout]\ntopic = \"{topic}\"\n");
+            config.insert(
+                "fanout".to_owned(),
+                table([("topic", topic.as_str().into())]).into(),
+            );
         }
         if !self.attempts {
-            out.push_str("\n[attempts]\nenabled = false\n");
+            config.insert(
+                "attempts".to_owned(),
+                table([("enabled", false.into())]).into(),
+            );
         }
-        out
+        toml::to_string(&config)
     }
 
     /// `hookline ... dispatch --config <file>`, the file written as `config_path`.
     pub fn command(&self, hookline: &Path, config_path: &Path) -> anyhow::Result<Command> {
-        std::fs::write(config_path, self.render())
+        let text = self.render().context("writing the dispatcher's config")?;
+        std::fs::write(config_path, text)
             .with_context(|| format!("writing {}", config_path.display()))?;
         let mut command = Command::new(hookline);
         command
@@ -173,6 +176,19 @@ listen = "127.0.0.1:{admin}"
             .arg(config_path);
         Ok(command)
     }
+}
+
+/// A TOML table of `pairs`.
+fn table<const N: usize>(pairs: [(&str, Value); N]) -> Table {
+    pairs
+        .into_iter()
+        .map(|(key, value)| (key.to_owned(), value))
+        .collect()
+}
+
+/// A TOML integer; saturating, as no setting comes near 2^63.
+fn int(n: impl TryInto<i64>) -> Value {
+    Value::Integer(n.try_into().unwrap_or(i64::MAX))
 }
 
 #[cfg(test)]
@@ -192,7 +208,7 @@ mod tests {
         config.fixed_retry_ms = Some(1000);
         config.breaker_off = true;
         config.max_in_flight = Some(2000);
-        let toml = config.render();
+        let toml = config.render().expect("the config renders");
         for line in [
             "events = \"b-retry-r1\"",
             "endpoints = \"b-retry-r1-endpoints\"",
@@ -210,5 +226,29 @@ mod tests {
             );
         }
         assert!(!toml.contains("[attempts]"));
+    }
+
+    #[test]
+    fn values_are_escaped_and_read_back_as_written() {
+        let mut config = HooklineConfig::new(
+            r#"g "quoted" \ slashed"#.to_owned(),
+            "127.0.0.1:9092",
+            r"http://r/C:\dir\",
+            crate::fixture::run_topics("b-direct-r1"),
+            &["1s".to_owned()],
+            4242,
+        );
+        config.attempts = false;
+        config.fanout_topic = Some("f\nline".to_owned());
+        let text = config.render().expect("the config renders");
+        let back: Table = text.parse().expect("the config is TOML");
+        assert_eq!(back["group_id"].as_str(), Some(r#"g "quoted" \ slashed"#));
+        assert_eq!(back["registry"]["url"].as_str(), Some(r"http://r/C:\dir\"));
+        assert_eq!(back["fanout"]["topic"].as_str(), Some("f\nline"));
+        assert_eq!(back["shutdown_grace_ms"].as_integer(), Some(10_000));
+        assert_eq!(back["retry"]["cap_ms"].as_integer(), Some(1_000));
+        assert_eq!(back["concurrency"]["max_pending"].as_integer(), Some(2048));
+        assert_eq!(back["attempts"]["enabled"].as_bool(), Some(false));
+        assert!(back["retry"].get("strategy").is_none());
     }
 }

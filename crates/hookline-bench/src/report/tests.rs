@@ -114,3 +114,27 @@ fn attempt_log_ratios_are_hookline_over_hookline_without_it() {
     let json = serde_json::to_value(&report).expect("json");
     assert_eq!(json["runs"][2]["contestant"], "hookline_no_attempt_log");
 }
+
+#[test]
+fn the_tables_headers_stand_over_their_columns() {
+    let report = report(vec![
+        run(Kind::Baseline, 1, 20_000, 1.0, 0.8, 30.0),
+        run(Kind::Hookline, 1, 20_000, 2.0, 1.6, 50.0),
+        run(Kind::NoAttemptLog, 1, 20_000, 1.6, 1.2, 40.0),
+        run(Kind::Fanout, 1, 100_000, 20.0, 4.0, 75.0),
+    ]);
+    let table = report.table();
+    let cells = crate::text_table::aligned_cells(&table, "median ", "hookline ");
+    let expected = [
+        ("median", "hookline"),
+        ("throughput (events/s)", "10000 ±0%"),
+        ("peak RSS (MiB)", "50.0 ±0%"),
+        ("CPU ms / 1000 events", "80 ±0%"),
+        ("1st delivery (s)", "0.50"),
+    ];
+    assert_eq!(cells, expected.map(|(h, c)| (h.to_owned(), c.to_owned())));
+    crate::text_table::aligned_cells(&table, "median ", "no-log ");
+    let cells = crate::text_table::aligned_cells(&table, "median ", "fanout ");
+    assert_eq!(cells[0], ("median".to_owned(), "fanout".to_owned()));
+    assert_eq!(cells[1].1, "5000 ±0%");
+}

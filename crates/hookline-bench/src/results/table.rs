@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 
 use super::Results;
+use crate::text_table;
 
 impl Results {
     /// The human-readable table.
@@ -50,9 +51,7 @@ impl Results {
             self.sizes.rounds
         );
         let _ = writeln!(out);
-        let _ = writeln!(
-            out,
-            "{:<11} {:>9} {:>12} {:>9} {:>9} {:>9} {:>10} {:>9} {:>11} {:>10} {:>7} {:>7}",
+        let mut table = text_table::new(&[
             "scenario",
             "deliveries",
             "deliveries/s",
@@ -64,28 +63,27 @@ impl Results {
             "broker ms/1k",
             "vs",
             "thr x",
-            "CPU x"
-        );
+            "CPU x",
+        ]);
         for s in &self.scenarios {
             let ratio = |r: Option<f64>| r.map_or_else(|| "-".to_owned(), |r| format!("{r:.2}"));
-            let _ = writeln!(
-                out,
-                "{:<11} {:>9} {:>12.0} {:>9.1} {:>9.1} {:>9.1} {:>10.1} {:>9.1} {:>12} {:>10} {:>7} {:>7}",
-                s.scenario,
-                s.deliveries,
-                s.deliveries_per_s,
-                s.latency.p50_ms,
-                s.latency.p99_ms,
-                s.latency.max_ms,
-                s.cpu_ms_per_1k_deliveries,
-                s.peak_rss_mib,
+            table.add_row([
+                s.scenario.clone(),
+                s.deliveries.to_string(),
+                format!("{:.0}", s.deliveries_per_s),
+                format!("{:.1}", s.latency.p50_ms),
+                format!("{:.1}", s.latency.p99_ms),
+                format!("{:.1}", s.latency.max_ms),
+                format!("{:.1}", s.cpu_ms_per_1k_deliveries),
+                format!("{:.1}", s.peak_rss_mib),
                 s.broker_cpu_ms_per_1k_deliveries
                     .map_or_else(|| "-".to_owned(), |ms| format!("{ms:.1}")),
-                s.against.as_deref().unwrap_or("-"),
+                s.against.clone().unwrap_or_else(|| "-".to_owned()),
                 ratio(s.throughput_ratio),
                 ratio(s.cpu_ratio),
-            );
+            ]);
         }
+        out.push_str(&text_table::render(&table));
         let paired: Vec<String> = self
             .scenarios
             .iter()

@@ -286,3 +286,23 @@ fn once_delivering_leaves_the_start_up_out_of_both() {
         "{table}"
     );
 }
+
+#[test]
+fn the_scenario_tables_headers_stand_over_their_columns() {
+    let table = results(false).table();
+    let cells = crate::text_table::aligned_cells(&table, "scenario ", "pipeline ");
+    let under = |header: &str| {
+        cells
+            .iter()
+            .find(|(h, _)| h == header)
+            .map(|(_, cell)| cell.as_str())
+    };
+    assert_eq!(cells.len(), 12);
+    assert_eq!(under("scenario"), Some("pipeline"));
+    assert_eq!(under("deliveries"), Some("20000"));
+    assert_eq!(under("deliveries/s"), Some("5000"));
+    assert_eq!(under("broker ms/1k"), Some("10.0"));
+    assert_eq!(under("vs"), Some("forwarder"));
+    assert_eq!(under("CPU x"), Some("2.00"));
+    crate::text_table::aligned_cells(&table, "scenario ", "ceiling ");
+}
