@@ -207,12 +207,16 @@ def press_enter(driver):
 
 
 def login(driver, url, role):
-    """Logs in with the keyboard alone: the token field has the focus, Enter submits."""
+    """Logs in with the keyboard alone: the user field has the focus, Tab moves to the
+    token, Enter submits."""
     driver.delete_all_cookies()
     driver.get(f"{url}/login")
     field = driver.switch_to.active_element
-    assert field.get_attribute("id") == "token", "the token field has the focus"
-    field.send_keys(TOKENS[role][1], Keys.ENTER)
+    assert field.get_attribute("id") == "user", "the user field has the focus"
+    field.send_keys(TOKENS[role][0], Keys.TAB)
+    token = driver.switch_to.active_element
+    assert token.get_attribute("id") == "token", "Tab moves to the token field"
+    token.send_keys(TOKENS[role][1], Keys.ENTER)
     wait_for("the DLQ page", lambda: driver.current_url.startswith(f"{url}/dlq"))
     assert driver.find_element(By.ID, "whoami").text == f"{TOKENS[role][0]} · {role}"
 
@@ -235,6 +239,7 @@ def ids_present(driver, *ids):
 
 def test_a_bad_token_is_refused(stack, browser):
     browser.get(f"{stack['url']}/login")
+    browser.find_element(By.ID, "user").send_keys(TOKENS["operator"][0])
     browser.find_element(By.ID, "token").send_keys("not-a-token-of-anyone", Keys.ENTER)
     error = wait_for("the refusal", lambda: ids_present(browser, "login-error"))
     assert error

@@ -3,6 +3,7 @@
 //! `HOOKLINE_CONSOLE__*` variables) and converted once into validated [`ConsoleSettings`].
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
@@ -36,14 +37,20 @@ pub struct ConsoleConfig {
     pub session_key: Option<Secret>,
     /// How long a session lasts after login, in milliseconds (default 8 hours).
     pub session_lifetime_ms: u64,
-    /// Mark cookies `Secure` (sent over HTTPS only): set it when the console is served, or
-    /// proxied, over HTTPS.
-    pub secure_cookies: bool,
+    /// Mark cookies `Secure` (sent over HTTPS only) and name them with the `__Host-` prefix
+    /// (`__Host-hookline_console`: only this origin over HTTPS may set them). Unset: on,
+    /// unless `listen` is a loopback address (a console on loopback is reached over plain
+    /// HTTP, where a browser would drop `Secure` cookies; set it to true when a local proxy
+    /// serves it over HTTPS). `false` is refused unless `listen` is loopback.
+    pub secure_cookies: Option<bool>,
     /// Hide the original payload (and the decoded event) from viewers: it may hold personal
     /// data. Default true.
     pub hide_payloads_from_viewer: bool,
     /// Records per page of the DLQ list (1 to 500, default 50).
     pub page_size: usize,
+    /// How token logins are limited (`[console.login]`): checks at once, failed logins
+    /// from one address and how long it is then refused.
+    pub login: crate::auth::config::LoginConfig,
     /// Records listed on an action's confirmation page (the rest are counted).
     pub confirm_preview: usize,
     /// The users who log in with a token.
@@ -87,9 +94,10 @@ impl Default for ConsoleConfig {
             listen: DEFAULT_LISTEN.to_owned(),
             session_key: None,
             session_lifetime_ms: 8 * 3_600_000,
-            secure_cookies: false,
+            secure_cookies: None,
             hide_payloads_from_viewer: true,
             page_size: 50,
+            login: crate::auth::config::LoginConfig::default(),
             confirm_preview: 20,
             users: Vec::new(),
             trusted_header: None,
@@ -146,8 +154,10 @@ pub struct ConsoleSettings {
     pub session_key: Secret,
     /// A session's lifetime.
     pub session_lifetime: Duration,
-    /// `Secure` cookies.
+    /// `Secure` cookies with `__Host-` names.
     pub secure_cookies: bool,
+    /// How logins are limited.
+    pub login: crate::auth::config::LoginLimits,
     /// Whether viewers see payloads.
     pub hide_payloads_from_viewer: bool,
     /// Records per page.
@@ -221,6 +231,21 @@ impl ConsoleConfig {
                 format!("must be 1 to {MAX_PAGE_SIZE}"),
             ));
         }
+        let secure_cookies = match self.secure_cookies {
+            Some(false) if !is_loopback(&self.listen) => {
+                return Err(ConsoleError::config(
+                    "console.secure_cookies",
+                    format!(
+                        "may be false only when console.listen is a loopback address, not `{}`: \
+                         a session cookie sent over plain HTTP can be read on the way",
+                        self.listen.trim()
+                    ),
+                ));
+            }
+            Some(secure) => secure,
+            None => !is_loopback(&self.listen),
+        };
+        let login = self.login.to_limits()?;
         if !(1..=MAX_PAGE_SIZE).contains(&self.confirm_preview) {
             return Err(ConsoleError::config(
                 "console.confirm_preview",
@@ -300,7 +325,8 @@ impl ConsoleConfig {
             listen: self.listen.trim().to_owned(),
             session_key,
             session_lifetime: Duration::from_millis(self.session_lifetime_ms),
-            secure_cookies: self.secure_cookies,
+            secure_cookies,
+            login,
             hide_payloads_from_viewer: self.hide_payloads_from_viewer,
             page_size: self.page_size,
             confirm_preview: self.confirm_preview,
@@ -310,6 +336,18 @@ impl ConsoleConfig {
             archive_to,
         })
     }
+}
+
+/// Whether `listen` (`host:port`) is a loopback address: `127.0.0.0/8`, `[::1]` or
+/// `localhost`. Anything else (a name included) may be reached from elsewhere.
+fn is_loopback(listen: &str) -> bool {
+    let listen = listen.trim();
+    if let Ok(addr) = listen.parse::<SocketAddr>() {
+        return addr.ip().is_loopback();
+    }
+    listen
+        .rsplit_once(':')
+        .is_some_and(|(host, _)| host.eq_ignore_ascii_case("localhost"))
 }
 
 /// A header name as configured, checked and lower-cased.
@@ -357,6 +395,7 @@ mod tests {
         assert_eq!(settings.users[0].role, Role::Operator);
         assert!(settings.hide_payloads_from_viewer);
         assert_eq!(settings.session_lifetime, Duration::from_secs(8 * 3600));
+        assert_eq!(settings.login.max_concurrent, 2);
     }
 
     #[test]
@@ -399,6 +438,9 @@ mod tests {
             ..config()
         };
         assert_eq!(field_of(page), "console.page_size");
+        let mut no_logins = config();
+        no_logins.login.max_concurrent = 0;
+        assert_eq!(field_of(no_logins), "console.login.max_concurrent");
         for bad in ["", "http://h/p/", "s3://key:hunter2@b/p/", "s3:///p/"] {
             let archive = ConsoleConfig {
                 archive_to: Some(bad.into()),
@@ -408,6 +450,54 @@ mod tests {
             assert!(!error.to_string().contains("hunter2"), "{error}");
             assert_eq!(field_of(archive), "console.archive_to", "{bad}");
         }
+    }
+
+    #[test]
+    fn cookies_are_secure_unless_the_console_listens_on_loopback_and_it_is_asked_for() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("hookline.toml");
+        let hash = hash_token("t0k3n").expect("hash");
+        let load = |lines: &str| {
+            std::fs::write(
+                &path,
+                format!(
+                    "[console]\nsession_key = \"{KEY}\"\n{lines}\n\n\
+                     [[console.users]]\nname = \"carol\"\nrole = \"viewer\"\ntoken_hash = \"{hash}\"\n"
+                ),
+            )
+            .expect("write");
+            ConsoleConfig::load(Some(&path)).and_then(ConsoleConfig::into_settings)
+        };
+        // Unless told: Secure, except on loopback (served over plain HTTP, as by default).
+        for (listen, secure) in [
+            ("127.0.0.1:8088", false),
+            ("127.0.0.2:8088", false),
+            ("localhost:8088", false),
+            ("[::1]:8088", false),
+            ("0.0.0.0:8088", true),
+            ("[::]:8088", true),
+            ("10.1.2.3:8088", true),
+            ("console.internal:8088", true),
+        ] {
+            let settings = load(&format!("listen = \"{listen}\"")).expect(listen);
+            assert_eq!(settings.secure_cookies, secure, "{listen}");
+        }
+        let settings = load("").expect("the default listen address");
+        assert!(!settings.secure_cookies, "{}", settings.listen);
+        // Asked for on loopback (behind a local HTTPS proxy): Secure.
+        let settings = load("secure_cookies = true").expect("valid");
+        assert!(settings.secure_cookies);
+        // Turned off where others can connect: refused, naming the field.
+        for listen in ["0.0.0.0:8088", "console.internal:8088"] {
+            match load(&format!("listen = \"{listen}\"\nsecure_cookies = false")) {
+                Err(ConsoleError::Config { field, reason }) => {
+                    assert_eq!(field, "console.secure_cookies", "{reason}");
+                }
+                other => panic!("{listen}: secure_cookies = false is accepted: {other:?}"),
+            }
+        }
+        let settings = load("secure_cookies = false").expect("off on loopback");
+        assert!(!settings.secure_cookies);
     }
 
     #[test]

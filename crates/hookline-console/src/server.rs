@@ -1,6 +1,8 @@
 //! The HTTP server: routes, the state every handler shares, and the layers every request
-//! goes through (who is asking, CSRF on every POST, security headers).
+//! goes through (who is asking, revoked sessions refused, CSRF on every POST, security
+//! headers).
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
@@ -19,8 +21,8 @@ use hookline_kafka::{KafkaSettings, Registry};
 use hookline_producer::{EndpointStore, Topics};
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::session::{CookieValue, LOGIN_COOKIE, Resolved, SESSION_COOKIE, resolve};
-use crate::auth::{Session, csrf};
+use crate::auth::session::{CookieValue, Resolved, resolve};
+use crate::auth::{CookieNames, LoginGate, Revoked, Session, csrf};
 use crate::config::ConsoleSettings;
 use crate::error::{ConsoleError, Result};
 use crate::pages;
@@ -59,6 +61,9 @@ pub(crate) struct Inner {
     pub endpoints: EndpointStore,
     pub insight: crate::insight::Insight,
     pub archive: Option<ArchiveStore>,
+    pub login_gate: LoginGate,
+    pub revoked: Revoked,
+    pub cookie_names: CookieNames,
 }
 
 impl AppState {
@@ -86,6 +91,8 @@ impl AppState {
             .map(|url| ArchiveStore::open(url, &context.archive, true))
             .transpose()
             .map_err(ConsoleError::Archive)?;
+        let login_gate = LoginGate::new(&settings.users, &settings.login);
+        let cookie_names = CookieNames::new(settings.secure_cookies);
         Ok(AppState(Arc::new(Inner {
             settings,
             key,
@@ -93,6 +100,9 @@ impl AppState {
             endpoints,
             insight,
             archive,
+            login_gate,
+            revoked: Revoked::default(),
+            cookie_names,
         })))
     }
 
@@ -117,8 +127,21 @@ impl AppState {
         &self.0.context
     }
 
-    /// A cookie as the console sets them: `HttpOnly`, `SameSite=Strict`, `Path=/`, and
-    /// `Secure` when configured.
+    pub(crate) fn login_gate(&self) -> &LoginGate {
+        &self.0.login_gate
+    }
+
+    pub(crate) fn revoked(&self) -> &Revoked {
+        &self.0.revoked
+    }
+
+    /// The cookies' names (`__Host-` ones with `Secure` cookies).
+    pub(crate) fn cookie_names(&self) -> CookieNames {
+        self.0.cookie_names
+    }
+
+    /// A cookie as the console sets them: `HttpOnly`, `SameSite=Strict`, `Path=/`, no
+    /// `Domain`, and `Secure` unless the console is on loopback over plain HTTP.
     pub(crate) fn cookie(&self, name: &'static str, value: String) -> Cookie<'static> {
         Cookie::build((name, value))
             .http_only(true)
@@ -126,6 +149,14 @@ impl AppState {
             .path("/")
             .secure(self.0.settings.secure_cookies)
             .build()
+    }
+
+    /// The removal of the cookie `name`, with the attributes it was set with (a browser
+    /// ignores a `__Host-` cookie without `Secure`, its removal included).
+    pub(crate) fn removal(&self, name: &'static str) -> Cookie<'static> {
+        let mut cookie = self.cookie(name, String::new());
+        cookie.make_removal();
+        cookie
     }
 }
 
@@ -169,7 +200,15 @@ pub async fn serve(
     context: ConsoleContext,
     shutdown: CancellationToken,
 ) -> Result<()> {
+    if settings.secure_cookies {
+        tracing::info!(
+            "console cookies are Secure (__Host-): reach the console over HTTPS, or listen on \
+             loopback"
+        );
+    }
     let app = router(AppState::new(settings, context)?);
+    // The peer's address, for the login's back-off.
+    let app = app.into_make_service_with_connect_info::<SocketAddr>();
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown.cancelled_owned())
         .await
@@ -186,18 +225,21 @@ pub async fn bind(addr: &str) -> Result<tokio::net::TcpListener> {
         })
 }
 
-/// Who is asking (the session, or the trusted header), then CSRF on every POST: the
-/// session's token (the login form's own before there is a session) in the `csrf` field
-/// or the `X-CSRF-Token` header, else 403. A new session's cookie is set on the response.
+/// Who is asking (the session unless it was revoked, or the trusted header), then CSRF on
+/// every POST: the session's token (the login form's own before there is a session) in the
+/// `csrf` field or the `X-CSRF-Token` header, else 403. A new session's cookie is set on
+/// the response.
 async fn authenticate(
     State(state): State<AppState>,
     jar: SignedCookieJar,
     request: Request,
     next: Next,
 ) -> Response {
+    let names = state.cookie_names();
     let cookie = jar
-        .get(SESSION_COOKIE)
-        .and_then(|c| CookieValue::decode(c.value()));
+        .get(names.session)
+        .and_then(|c| CookieValue::decode(c.value()))
+        .filter(|c| !state.revoked().contains(c));
     let (session, new_cookie) = match resolve(state.settings(), cookie, request.headers(), now_ms())
     {
         Resolved::User(session, new) => (Some(session), new),
@@ -209,7 +251,7 @@ async fn authenticate(
     let mut request = request;
     if request.method() == Method::POST {
         let expected = if request.uri().path() == "/login" {
-            jar.get(LOGIN_COOKIE).map(|c| c.value().to_owned())
+            jar.get(names.login).map(|c| c.value().to_owned())
         } else {
             session.as_ref().map(|s| s.csrf.clone())
         };
@@ -224,7 +266,7 @@ async fn authenticate(
     let response = next.run(request).await;
     match new_cookie {
         Some(value) => (
-            jar.add(state.cookie(SESSION_COOKIE, value.encode())),
+            jar.add(state.cookie(names.session, value.encode())),
             response,
         )
             .into_response(),

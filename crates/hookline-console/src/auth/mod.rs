@@ -1,13 +1,25 @@
 //! Who is asking and what they may do: roles and their permissions, token users and the
-//! reverse proxy's trusted header, sessions in signed cookies, and CSRF tokens.
+//! reverse proxy's trusted header, token logins' limits, sessions in signed cookies and
+//! their revocation, and CSRF tokens.
 
+pub mod backoff;
+pub mod config;
 pub mod csrf;
+pub mod gate;
+pub mod revoked;
 pub mod session;
 pub mod token;
 
 use serde::{Deserialize, Serialize};
 
-pub use session::{Identity, Session};
+pub use config::{LoginConfig, LoginLimits};
+pub use gate::{LoginGate, Refusal};
+pub use revoked::Revoked;
+pub use session::{CookieNames, Identity, Session};
+
+/// What a viewer sees instead of text that may echo a payload (an endpoint's answer, and
+/// the error messages quoting it) when payloads are hidden from viewers.
+pub const ECHO_HIDDEN: &str = "(hidden: may echo the payload)";
 
 /// What a user may do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -1,20 +1,52 @@
-//! Sessions: a signed cookie (`HttpOnly`, `SameSite=Strict`, `Path=/`, `Secure` when
-//! configured) naming the user, its expiry and the session's CSRF token. A token user's
-//! role is looked up in the settings on every request (a user removed from the config is
-//! out at the next restart); a proxy user's comes from the trusted headers each time.
-//! [`resolve`] decides who a request is from; it is pure, the cookie jar is the server's.
+//! Sessions: a signed cookie (`HttpOnly`, `SameSite=Strict`, `Path=/`; `Secure` and named
+//! `__Host-...` unless the console is on loopback over plain HTTP) holding a random session
+//! id, the user, its expiry and the session's CSRF token. A token user's role is looked up
+//! in the settings on every request (a user removed from the config is out at the next
+//! restart); a proxy user's comes from the trusted headers each time. Logging out revokes
+//! the id ([`super::revoked`]). [`resolve`] decides who a request is from; it is pure, the
+//! cookie jar is the server's.
 
 use axum::http::HeaderMap;
+use rand::RngCore;
 
 use super::Role;
 use super::csrf;
 use super::token::hex;
 use crate::config::ConsoleSettings;
 
-/// The session cookie's name.
+/// The session cookie's name without `Secure` cookies.
 pub const SESSION_COOKIE: &str = "hookline_console";
-/// The login form's cookie (its CSRF token, before there is a session).
+/// The login form's cookie (its CSRF token, before there is a session) without `Secure`
+/// cookies.
 pub const LOGIN_COOKIE: &str = "hookline_console_login";
+
+/// The cookies' names: with `Secure` cookies, `__Host-` in front, which a browser accepts
+/// only from this origin over HTTPS, with `Path=/` and no `Domain` (so no other host of the
+/// site, nor plain HTTP, can set or shadow them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CookieNames {
+    /// The session cookie.
+    pub session: &'static str,
+    /// The login form's cookie.
+    pub login: &'static str,
+}
+
+impl CookieNames {
+    /// The names for `Secure` cookies or not.
+    pub fn new(secure: bool) -> CookieNames {
+        if secure {
+            CookieNames {
+                session: "__Host-hookline_console",
+                login: "__Host-hookline_console_login",
+            }
+        } else {
+            CookieNames {
+                session: SESSION_COOKIE,
+                login: LOGIN_COOKIE,
+            }
+        }
+    }
+}
 
 /// How a user was identified.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,6 +73,8 @@ pub struct Session {
 /// What the (signed) session cookie holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CookieValue {
+    /// The session's id: 16 random bytes, hex (what logging out revokes).
+    pub id: String,
     /// The user's name.
     pub user: String,
     /// When the session ends, epoch milliseconds.
@@ -54,7 +88,10 @@ pub struct CookieValue {
 impl CookieValue {
     /// A new session for `user` from `now_ms`, lasting `lifetime_ms`.
     pub fn new(user: &str, identity: Identity, now_ms: i64, lifetime_ms: i64) -> CookieValue {
+        let mut id = [0_u8; 16];
+        rand::rng().fill_bytes(&mut id);
         CookieValue {
+            id: hex(&id),
             user: user.to_owned(),
             expires_ms: now_ms.saturating_add(lifetime_ms),
             csrf: csrf::new_token(),
@@ -62,16 +99,18 @@ impl CookieValue {
         }
     }
 
-    /// The cookie's value: `v1.<t|p>.<expires_ms>.<csrf>.<user, hex>`, only characters a
-    /// cookie may hold (the signature is added in front by the jar).
+    /// The cookie's value: `v2.<t|p>.<expires_ms>.<id>.<csrf>.<user, hex>`, only
+    /// characters a cookie may hold (the signature is added in front by the jar). A `v1`
+    /// value (before session ids) is nobody's: it could not be revoked.
     pub fn encode(&self) -> String {
         let kind = match self.identity {
             Identity::Token => "t",
             Identity::Proxy => "p",
         };
         format!(
-            "v1.{kind}.{}.{}.{}",
+            "v2.{kind}.{}.{}.{}.{}",
             self.expires_ms,
+            self.id,
             self.csrf,
             hex(self.user.as_bytes())
         )
@@ -80,7 +119,7 @@ impl CookieValue {
     /// Reads a value written by [`encode`](CookieValue::encode); `None` for anything else.
     pub fn decode(text: &str) -> Option<CookieValue> {
         let mut parts = text.split('.');
-        if parts.next()? != "v1" {
+        if parts.next()? != "v2" {
             return None;
         }
         let identity = match parts.next()? {
@@ -89,12 +128,14 @@ impl CookieValue {
             _ => return None,
         };
         let expires_ms = parts.next()?.parse().ok()?;
+        let id = parts.next()?.to_owned();
         let csrf = parts.next()?.to_owned();
         let user = String::from_utf8(unhex(parts.next()?)?).ok()?;
-        if parts.next().is_some() || csrf.is_empty() || user.is_empty() {
+        if parts.next().is_some() || id.is_empty() || csrf.is_empty() || user.is_empty() {
             return None;
         }
         Some(CookieValue {
+            id,
             user,
             expires_ms,
             csrf,
@@ -241,16 +282,20 @@ mod tests {
             text.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.'),
             "{text}"
         );
+        assert_ne!(value.id, CookieValue::new("a", Identity::Token, 1, 1).id);
+        assert_eq!(value.id.len(), 32);
         assert_eq!(CookieValue::decode(&text), Some(value));
         for bad in [
             "",
-            "v1",
-            "v2.t.1.ab.61",
-            "v1.x.1.ab.61",
-            "v1.t.x.ab.61",
-            "v1.t.1.ab.6",
-            "v1.t.1..61",
-            "v1.t.1.ab.61.x",
+            "v2",
+            "v1.t.1.ab.61",
+            "v3.t.1.cd.ab.61",
+            "v2.x.1.cd.ab.61",
+            "v2.t.x.cd.ab.61",
+            "v2.t.1.cd.ab.6",
+            "v2.t.1..ab.61",
+            "v2.t.1.cd..61",
+            "v2.t.1.cd.ab.61.x",
         ] {
             assert_eq!(CookieValue::decode(bad), None, "{bad}");
         }

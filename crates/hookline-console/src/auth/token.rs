@@ -34,6 +34,11 @@ impl TokenHash {
         Ok(TokenHash(text.to_owned()))
     }
 
+    /// The PHC string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
     /// Whether `token` is the one hashed. Slow by design (tens of milliseconds): call it
     /// off the async runtime.
     pub fn verify(&self, token: &str) -> bool {

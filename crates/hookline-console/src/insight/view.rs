@@ -14,11 +14,17 @@ use super::read::ReadStats;
 use super::scrape::CircuitState;
 use super::stats::StatusCounts;
 use super::window::Window;
+use crate::auth::ECHO_HIDDEN;
 
-/// The endpoints page's body: one table per tenant. `actions` renders the cell of
+/// The endpoints page's body: one table per tenant. `hide_echoes` leaves the last errors'
+/// response excerpts out (an endpoint may echo the payload). `actions` renders the cell of
 /// buttons of a row (enable / disable forms with the console's CSRF token; empty for a
 /// role that may not act).
-pub fn endpoints_page(page: &EndpointsPage, actions: impl Fn(&EndpointRow) -> Markup) -> Markup {
+pub fn endpoints_page(
+    page: &EndpointsPage,
+    hide_echoes: bool,
+    actions: impl Fn(&EndpointRow) -> Markup,
+) -> Markup {
     html! {
         section.hl-endpoints aria-labelledby="hl-endpoints-title" {
             h2 #hl-endpoints-title { "Endpoints" }
@@ -55,7 +61,7 @@ pub fn endpoints_page(page: &EndpointsPage, actions: impl Fn(&EndpointRow) -> Ma
                                 td { (state_cell(&row.state)) }
                                 td { (success_cell(row)) }
                                 td { (latency_cell(row)) }
-                                td { (last_error_cell(row)) }
+                                td { (last_error_cell(row, hide_echoes)) }
                                 td { (actions(row)) }
                             }
                         }
@@ -118,7 +124,7 @@ fn latency_cell(row: &EndpointRow) -> Markup {
     }
 }
 
-fn last_error_cell(row: &EndpointRow) -> Markup {
+fn last_error_cell(row: &EndpointRow, hide_echoes: bool) -> Markup {
     html! {
         @match &row.health.last_error {
             Some(error) => {
@@ -126,7 +132,11 @@ fn last_error_cell(row: &EndpointRow) -> Markup {
                 code { (error.error_kind) }
                 br; small { time { (format_ms(error.at_ms)) } " · " code { (error.event_id) } }
                 @if let Some(excerpt) = &error.response_excerpt {
-                    details { summary { "response" } pre.hl-excerpt { (excerpt) } }
+                    @if hide_echoes {
+                        br; small.hl-none { "response " (ECHO_HIDDEN) }
+                    } @else {
+                        details { summary { "response" } pre.hl-excerpt { (excerpt) } }
+                    }
                 }
             }
             None => span.hl-none { "none" },
@@ -362,13 +372,43 @@ mod tests {
                 ..Health::default()
             },
         };
-        let html =
-            endpoints_page(&page(row), |r| html! { button { "enable " (r.id) } }).into_string();
+        let html = endpoints_page(&page(row), false, |r| html! { button { "enable " (r.id) } })
+            .into_string();
         assert!(html.contains("acme&lt;script&gt;"), "{html}");
         assert!(html.contains("manual by &lt;b&gt;eve&lt;/b&gt;"), "{html}");
         assert!(html.contains("75.0%"), "{html}");
         assert!(html.contains("3 of 4 attempts"), "{html}");
         assert!(html.contains("<button>enable ep-1</button>"), "{html}");
         assert!(html.contains("https://h.example/a?k=redacted"), "{html}");
+    }
+
+    #[test]
+    fn the_last_errors_response_is_hidden_when_asked() {
+        let row = EndpointRow {
+            id: "ep-1".into(),
+            url: "https://h.example/a".into(),
+            description: None,
+            state: EndpointState::Enabled,
+            circuit: None,
+            health: Health {
+                last_error: Some(crate::insight::stats::LastError {
+                    at_ms: 0,
+                    event_id: "evt-1".into(),
+                    attempt: 2,
+                    http_status: Some(400),
+                    error_kind: "client_error".into(),
+                    response_excerpt: Some("bad field: jane@example.com".into()),
+                }),
+                ..Health::default()
+            },
+        };
+        let shown = endpoints_page(&page(row.clone()), false, |_| html! {}).into_string();
+        assert!(shown.contains("jane@example.com"), "{shown}");
+        let hidden = endpoints_page(&page(row), true, |_| html! {}).into_string();
+        assert!(!hidden.contains("jane@example.com"), "{hidden}");
+        assert!(
+            hidden.contains(ECHO_HIDDEN) && hidden.contains("HTTP 400"),
+            "{hidden}"
+        );
     }
 }

@@ -1,6 +1,7 @@
 //! `GET /dlq`: the DLQ list, newest first and paginated, filtered as `hookline dlq inspect`
 //! filters, with counts by reason and by endpoint, and the actions on the selection
-//! (archiving it too, when the console has an archive destination).
+//! (archiving it too, when the console has an archive destination). A viewer kept from
+//! payloads does not see the error messages either: they may quote the endpoint's answer.
 
 use std::collections::BTreeMap;
 
@@ -15,7 +16,7 @@ use maud::{Markup, html};
 use super::layout::{Nav, page, respond, status_badge, time};
 use super::listing::{Listing, Pager};
 use super::selector::{Selector, StatusFilter};
-use super::{PageError, Params, actions, archive, query};
+use super::{ECHO_HIDDEN, PageError, Params, actions, archive, payloads_hidden, query};
 use crate::auth::{Permission, Session};
 use crate::server::AppState;
 
@@ -99,7 +100,7 @@ pub async fn list(
             (count_table("By endpoint", "endpoint", &summary.by_endpoint, &selector))
         }
         h2 #records-heading { (records_heading(summary.total, !selector.is_everything())) }
-        (records_table(&records))
+        (records_table(&records, payloads_hidden(&state, &session)))
         (pager_links(&selector, pager, summary.total))
         @if can_act && summary.total > 0 {
             (actions::forms(&selector, "the records that match", matches!(selector.status, StatusFilter::Redriven | StatusFilter::Resolved)))
@@ -223,7 +224,8 @@ fn narrow(selector: &Selector, field: &str, value: &str) -> Selector {
     s
 }
 
-fn records_table(records: &[Selected]) -> Markup {
+/// The records' table; `hide_echoes` leaves their error messages out.
+fn records_table(records: &[Selected], hide_echoes: bool) -> Markup {
     html! {
         @if records.is_empty() {
             p.muted #no-records { "No dead letters here." }
@@ -257,7 +259,7 @@ fn records_table(records: &[Selected]) -> Markup {
                                 td.wrap { a href=(event_href(&e.event_id)) { (e.event_id) } }
                                 td.num { (e.attempts) }
                                 td { (status_badge(s.status())) }
-                                td.wrap { (short(&e.error_message, 120)) }
+                                td.wrap { (if hide_echoes { ECHO_HIDDEN.to_owned() } else { short(&e.error_message, 120) }) }
                             }
                         }
                     }

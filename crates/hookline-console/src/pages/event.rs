@@ -1,6 +1,7 @@
 //! `GET /events?id=<event id>`: one event's history from the attempt log, as `hookline
 //! events show` prints it (published, fan-out, each attempt and its answer, retries,
-//! deferrals, parks, redrives, delivered), through the same reader.
+//! deferrals, parks, redrives, delivered), through the same reader. A viewer kept from
+//! payloads does not see the answers' excerpts: an endpoint may echo the payload.
 
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
@@ -12,7 +13,7 @@ use maud::{Markup, html};
 
 use super::dlq::{record_href, short};
 use super::layout::{Nav, page, respond, time};
-use super::{PageError, Params, query};
+use super::{ECHO_HIDDEN, PageError, Params, payloads_hidden, query};
 use crate::auth::Session;
 use crate::server::AppState;
 
@@ -57,7 +58,7 @@ pub async fn show(
             page(Some(&session), &title, Nav::Events, body),
         ));
     }
-    let body = story_body(&found, &topics.dlq());
+    let body = story_body(&found, &topics.dlq(), payloads_hidden(&state, &session));
     Ok(respond(
         StatusCode::OK,
         page(Some(&session), &title, Nav::Events, body),
@@ -82,8 +83,9 @@ fn search_form(id: &str, since: &str) -> Markup {
     }
 }
 
-/// The story's page body; `dlq_topic` makes redrive steps link to their DLQ record.
-pub fn story_body(found: &Lookup, dlq_topic: &str) -> Markup {
+/// The story's page body; `dlq_topic` makes redrive steps link to their DLQ record;
+/// `hide_echoes` leaves the endpoints' answers out.
+pub fn story_body(found: &Lookup, dlq_topic: &str, hide_echoes: bool) -> Markup {
     let story = &found.story;
     let endpoints = story.endpoints();
     html! {
@@ -102,14 +104,14 @@ pub fn story_body(found: &Lookup, dlq_topic: &str) -> Markup {
                     th scope="col" { "Answer" } th scope="col" { "Detail" } th scope="col" { "Dispatcher" }
                 } }
                 tbody {
-                    @for step in &story.steps { (step_row(step, dlq_topic)) }
+                    @for step in &story.steps { (step_row(step, dlq_topic, hide_echoes)) }
                 }
             }
         }
     }
 }
 
-fn step_row(step: &Step, dlq_topic: &str) -> Markup {
+fn step_row(step: &Step, dlq_topic: &str, hide_echoes: bool) -> Markup {
     let record = step.record.as_ref();
     let name = match (step.kind, record) {
         (StepKind::Attempt, Some(r)) => format!("attempt {}", r.attempt),
@@ -131,13 +133,13 @@ fn step_row(step: &Step, dlq_topic: &str) -> Markup {
                     @if let Some(ms) = r.duration_ms { " · " (ms) " ms" }
                 }
             }
-            td.wrap { (detail(step, dlq_topic)) }
+            td.wrap { (detail(step, dlq_topic, hide_echoes)) }
             td { (record.map(|r| r.dispatcher_id.as_str()).unwrap_or("")) }
         }
     }
 }
 
-fn detail(step: &Step, dlq_topic: &str) -> Markup {
+fn detail(step: &Step, dlq_topic: &str, hide_echoes: bool) -> Markup {
     let record = step.record.as_ref();
     let tier = || record.and_then(|r| r.tier.as_deref()).unwrap_or("?");
     let reason = || record.and_then(|r| r.reason.as_deref()).unwrap_or("?");
@@ -158,7 +160,11 @@ fn detail(step: &Step, dlq_topic: &str) -> Markup {
             }
             StepKind::Attempt => {
                 @if let Some(body) = record.and_then(|r| r.response_excerpt.as_deref()) {
-                    "response " code { (short(body, 160)) }
+                    @if hide_echoes {
+                        "response " (ECHO_HIDDEN)
+                    } @else {
+                        "response " code { (short(body, 160)) }
+                    }
                 }
             }
             StepKind::RetryScheduled | StepKind::Deferred => { "to tier " (tier()) " (" (reason()) ")" }

@@ -17,7 +17,16 @@ use axum::response::{IntoResponse, Redirect, Response};
 use hookline_dlq::DlqError;
 use serde::Deserialize;
 
-use crate::auth::{Permission, Session};
+use crate::auth::{Permission, Role, Session};
+use crate::server::AppState;
+
+pub use crate::auth::ECHO_HIDDEN;
+
+/// Whether `session` is kept from payloads, and from what may echo them: a viewer, with
+/// `console.hide_payloads_from_viewer`.
+pub fn payloads_hidden(state: &AppState, session: &Session) -> bool {
+    session.role == Role::Viewer && state.settings().hide_payloads_from_viewer
+}
 
 /// A form's or a query string's fields, in order (a field may repeat).
 #[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]

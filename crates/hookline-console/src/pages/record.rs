@@ -1,10 +1,13 @@
 //! `GET /dlq/records/<partition>/<offset>`: one dead letter: its envelope, the original
-//! event decoded through the registry (as `dlq inspect` decodes it; hidden from viewers
-//! when configured), its headers, its operator history, and the actions on it.
+//! event decoded through the registry (as `dlq inspect` decodes it), its headers, its
+//! operator history, and the actions on it. When payloads are hidden from viewers, so is
+//! what may echo one: the error message and the `hookline-last-error` header (both may
+//! quote the endpoint's answer).
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
+use hookline_core::headers::LAST_ERROR;
 use hookline_core::url_guard::redact_url;
 use hookline_dlq::original::original_event;
 use hookline_dlq::{ReadOptions, RecordRef, Selected, SelectedItem, Selection, Status};
@@ -13,8 +16,8 @@ use maud::{Markup, html};
 use super::dlq::{event_href, sources};
 use super::layout::{Nav, bytes_text, page, respond, status_badge, time};
 use super::selector::Selector;
-use super::{PageError, actions, query};
-use crate::auth::{Permission, Role, Session};
+use super::{ECHO_HIDDEN, PageError, actions, payloads_hidden, query};
+use crate::auth::{Permission, Session};
 use crate::server::AppState;
 
 /// `GET /dlq/records/<partition>/<offset>`.
@@ -54,7 +57,7 @@ pub async fn show(
             }
         },
         Some(SelectedItem::Record(selected)) => {
-            let hide = session.role == Role::Viewer && state.settings().hide_payloads_from_viewer;
+            let hide = payloads_hidden(&state, &session);
             let decoded = if hide {
                 None
             } else {
@@ -73,8 +76,8 @@ pub async fn show(
     ))
 }
 
-/// The record's page body. `hide` leaves the payload out; `decoded` is the original event
-/// read through the registry, when it is Avro.
+/// The record's page body. `hide` leaves the payload out, and what may echo it; `decoded`
+/// is the original event read through the registry, when it is Avro.
 pub fn record_body(
     session: &Session,
     selected: &Selected,
@@ -100,7 +103,7 @@ pub fn record_body(
                 dt { "Tenant" } dd { (e.tenant_id.as_deref().unwrap_or("-")) }
                 dt { "Endpoint URL" } dd { (e.endpoint_url.as_deref().map(redact_url).unwrap_or_else(|| "-".into())) }
                 dt { "Reason" } dd { code { (e.error_reason.code()) } }
-                dt { "Error" } dd { (e.error_message) }
+                dt { "Error" } dd #error-message { (if hide { ECHO_HIDDEN } else { &e.error_message }) }
                 dt { "Last HTTP status" } dd { (e.last_status_code.map(|s| s.to_string()).unwrap_or_else(|| "-".into())) }
                 dt { "Attempts" } dd { (e.attempts) }
                 dt { "First attempt" } dd { (e.first_attempt_at_ms.map(time).unwrap_or_else(|| "-".into())) }
@@ -129,7 +132,10 @@ pub fn record_body(
         section aria-labelledby="headers-heading" {
             h2 #headers-heading { "Headers" }
             (headers_table("Original headers", e.original_headers.iter().map(|h| (h.key.as_str(), h.value.as_deref()))))
-            (headers_table("DLQ record headers", r.headers.iter().map(|(k, v)| (k.as_str(), v.as_deref()))))
+            (headers_table("DLQ record headers", r.headers.iter().map(|(k, v)| {
+                let echo = hide && k == LAST_ERROR;
+                (k.as_str(), if echo { Some(ECHO_HIDDEN.as_bytes()) } else { v.as_deref() })
+            })))
         }
         section aria-labelledby="history-heading" {
             h2 #history-heading { "Operator history" }
@@ -202,7 +208,7 @@ mod tests {
     use hookline_dlq::{Action, ActionKind, DlqRecord, History};
 
     use super::*;
-    use crate::auth::Identity;
+    use crate::auth::{Identity, Role};
 
     fn session(role: Role) -> Session {
         Session {
@@ -275,8 +281,22 @@ mod tests {
 
     #[test]
     fn viewers_see_no_payload_when_hidden_and_no_action_button() {
-        let html = record_body(&session(Role::Viewer), &selected(), true, None).into_string();
+        let mut echoed = selected();
+        let echo = r#"HTTP 503: {"email":"jane@example.com"}"#;
+        echoed.record.envelope.error_message = echo.into();
+        echoed
+            .record
+            .headers
+            .push((LAST_ERROR.into(), Some(echo.as_bytes().to_vec())));
+        let html = record_body(&session(Role::Viewer), &echoed, true, None).into_string();
         assert!(!html.contains("jane@example.com"), "{html}");
+        assert_eq!(html.matches(ECHO_HIDDEN).count(), 2, "{html}");
+        let operator = record_body(&session(Role::Operator), &echoed, false, None).into_string();
+        assert_eq!(
+            operator.matches("jane@example.com").count(),
+            3,
+            "{operator}"
+        );
         assert!(html.contains("payload-hidden"));
         for button in [
             "redrive-button",

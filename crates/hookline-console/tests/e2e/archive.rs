@@ -76,7 +76,7 @@ async fn operators_archive_a_filtered_selection_that_reads_back_exactly_and_view
     // The operator filters by endpoint; the list offers the archive of what matches.
     let mut alice = console.browser();
     assert_eq!(
-        alice.login(OPERATOR_TOKEN).await.status,
+        alice.login("alice", OPERATOR_TOKEN).await.status,
         StatusCode::SEE_OTHER
     );
     let list = alice.get("/dlq?endpoint=ep-flaky").await;
@@ -196,7 +196,7 @@ async fn operators_archive_a_filtered_selection_that_reads_back_exactly_and_view
     // A viewer sees no archive button and is refused the confirmation and the POST.
     let mut victor = console.browser();
     assert_eq!(
-        victor.login(VIEWER_TOKEN).await.status,
+        victor.login("victor", VIEWER_TOKEN).await.status,
         StatusCode::SEE_OTHER
     );
     let seen = victor.get("/dlq?endpoint=ep-flaky").await;
@@ -220,7 +220,7 @@ async fn operators_archive_a_filtered_selection_that_reads_back_exactly_and_view
     .await;
     let mut operator = plain.browser();
     assert_eq!(
-        operator.login(OPERATOR_TOKEN).await.status,
+        operator.login("alice", OPERATOR_TOKEN).await.status,
         StatusCode::SEE_OTHER
     );
     let list = operator.get("/dlq?endpoint=ep-flaky").await;

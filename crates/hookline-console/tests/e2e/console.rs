@@ -27,14 +27,18 @@ async fn operators_redrive_and_resolve_viewers_only_read_and_every_post_needs_it
         page.location()
             .is_some_and(|l| l.starts_with("/login?next=%2Fdlq"))
     );
-    let refused = stranger.login("not-the-token-at-all").await;
+    let refused = stranger.login("alice", "not-the-token-at-all").await;
     assert_eq!(refused.status, StatusCode::UNAUTHORIZED);
-    assert!(refused.body.contains("That token is not valid here."));
+    assert!(
+        refused
+            .body
+            .contains("That user name and token are not valid here.")
+    );
     assert!(!stranger.has_session());
 
     // The operator logs in: a signed session cookie, HttpOnly, SameSite=Strict, Path=/.
     let mut alice = console.browser();
-    let login = alice.login(OPERATOR_TOKEN).await;
+    let login = alice.login("alice", OPERATOR_TOKEN).await;
     assert_eq!(login.status, StatusCode::SEE_OTHER, "{}", login.body);
     let cookie = login
         .headers
@@ -226,7 +230,7 @@ async fn operators_redrive_and_resolve_viewers_only_read_and_every_post_needs_it
     // A viewer reads but cannot act: no buttons, 403 on the confirmation and on the POST.
     let mut victor = console.browser();
     assert_eq!(
-        victor.login(VIEWER_TOKEN).await.status,
+        victor.login("victor", VIEWER_TOKEN).await.status,
         StatusCode::SEE_OTHER
     );
     let place_c = Parked::place_in(&open, &broken);
@@ -262,7 +266,10 @@ async fn operators_redrive_and_resolve_viewers_only_read_and_every_post_needs_it
 
     // An admin annotates with a ticket id; the status stays open.
     let mut ada = console.browser();
-    assert_eq!(ada.login(ADMIN_TOKEN).await.status, StatusCode::SEE_OTHER);
+    assert_eq!(
+        ada.login("ada", ADMIN_TOKEN).await.status,
+        StatusCode::SEE_OTHER
+    );
     let (_, note_fields) = ada
         .confirm(&format!(
             "/dlq/confirm/note?record={place_c}&status=all&ticket=OPS-42&note=looking"

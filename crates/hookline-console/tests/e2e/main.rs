@@ -4,4 +4,5 @@
 
 mod archive;
 mod console;
+mod security;
 mod support;

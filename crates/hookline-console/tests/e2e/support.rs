@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -30,6 +31,9 @@ use tokio_util::sync::CancellationToken;
 pub const DEADLINE: Duration = Duration::from_secs(60);
 pub const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 pub const SESSION_KEY: &str = "console-e2e-session-key-0123456789abcdef";
+
+/// The session cookie's names: with `Secure` cookies, and without (a loopback console).
+pub const SESSION_COOKIES: [&str; 2] = ["__Host-hookline_console", "hookline_console"];
 
 /// The tokens of the test users, by role.
 pub const OPERATOR_TOKEN: &str = "operator-token-8f3a1c9d";
@@ -90,10 +94,17 @@ impl Console {
     }
 
     pub fn browser(&self) -> Browser {
+        self.browser_from(IpAddr::from([127, 0, 0, 1]))
+    }
+
+    /// A browser whose connections come from `address` (another loopback address, such as
+    /// 127.0.0.2, is another client to the console).
+    pub fn browser_from(&self, address: IpAddr) -> Browser {
         Browser {
             client: reqwest::Client::builder()
                 .redirect(reqwest::redirect::Policy::none())
                 .timeout(DEADLINE)
+                .local_address(address)
                 .build()
                 .expect("client"),
             base: self.url.clone(),
@@ -190,8 +201,21 @@ impl Browser {
             .join("; ")
     }
 
+    /// Whether the browser holds a session cookie (either name).
     pub fn has_session(&self) -> bool {
-        self.cookies.contains_key("hookline_console")
+        SESSION_COOKIES
+            .iter()
+            .any(|n| self.cookies.contains_key(*n))
+    }
+
+    /// The value of the cookie `name`, when the browser holds it.
+    pub fn cookie(&self, name: &str) -> Option<String> {
+        self.cookies.get(name).cloned()
+    }
+
+    /// Sets the cookie `name` as a replaying attacker would.
+    pub fn set_cookie(&mut self, name: &str, value: &str) {
+        self.cookies.insert(name.to_owned(), value.to_owned());
     }
 
     pub fn forget_cookies(&mut self) {
@@ -233,11 +257,13 @@ impl Browser {
         self.send(request).await
     }
 
-    /// Logs in with `token`; returns the login's answer.
-    pub async fn login(&mut self, token: &str) -> Page {
+    /// Logs in as `user` with `token`; returns the login's answer.
+    pub async fn login(&mut self, user: &str, token: &str) -> Page {
         let form = self.get("/login").await;
         assert_eq!(form.status, StatusCode::OK, "{}", form.body);
         let mut fields = form.form("login-form");
+        fields.retain(|(name, _)| name != "user");
+        fields.push(("user".to_owned(), user.to_owned()));
         fields.push(("token".to_owned(), token.to_owned()));
         self.post("/login", &fields).await
     }
@@ -284,6 +310,59 @@ impl Parked {
     /// Events for `ep-flaky` (`flaky` of them) and `ep-broken` (one), all parked by a
     /// dispatcher after two attempts each.
     pub async fn new(test: &str, flaky: usize) -> Parked {
+        let receiver = Receiver::start().await;
+        let fixed = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&fixed);
+        let flaky_url = receiver.script("flaky", move |_| {
+            Reply::Status(if flag.load(Ordering::SeqCst) {
+                200
+            } else {
+                503
+            })
+        });
+        let broken_url = receiver.script("broken", |_| Reply::Status(503));
+        let endpoints = [("ep-flaky", flaky_url), ("ep-broken", broken_url)];
+        let events: Vec<_> = std::iter::repeat_n("ep-flaky", flaky)
+            .chain(["ep-broken"])
+            .enumerate()
+            .map(|(n, endpoint)| {
+                let payload = format!(r#"{{"invoice":{n},"email":"jane{n}@example.com"}}"#);
+                (endpoint, payload)
+            })
+            .collect();
+        Parked::start(test, receiver, fixed, &endpoints, &events).await
+    }
+
+    /// One event for `ep-echo`, an endpoint that answers 503 with the body it was sent (as
+    /// some receivers put the request into their errors), parked after two attempts: its
+    /// payload `payload` is in the DLQ's error message, the retry header and the attempt
+    /// log's response excerpts. The echoing server is returned with it.
+    pub async fn echoed(test: &str, payload: &str) -> (Parked, Echo) {
+        let echo = Echo::start().await;
+        let receiver = Receiver::start().await;
+        let fixed = Arc::new(AtomicBool::new(false));
+        let endpoints = [("ep-echo", echo.url.clone())];
+        let parked = Parked::start(
+            test,
+            receiver,
+            fixed,
+            &endpoints,
+            &[("ep-echo", payload.to_owned())],
+        )
+        .await;
+        (parked, echo)
+    }
+
+    /// Creates the test's topics, puts `endpoints` (id, URL) in the endpoint table, starts
+    /// a dispatcher (two attempts 200 ms apart) and publishes `events` (endpoint, payload),
+    /// then waits until each is parked.
+    async fn start(
+        test: &str,
+        receiver: Receiver,
+        fixed: Arc<AtomicBool>,
+        endpoints: &[(&str, String)],
+        events: &[(&str, String)],
+    ) -> Parked {
         let kafka = kafka_settings();
         let topics = TestTopics::new(test, &["200ms"]);
         topics.create(&kafka, 2).await;
@@ -297,22 +376,11 @@ impl Parked {
         .await
         .expect("actions topic");
         let producer: FutureProducer = kafka.producer_config().create().expect("producer");
-        let receiver = Receiver::start().await;
-        let fixed = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&fixed);
-        let flaky_url = receiver.script("flaky", move |_| {
-            Reply::Status(if flag.load(Ordering::SeqCst) {
-                200
-            } else {
-                503
-            })
-        });
-        let broken_url = receiver.script("broken", |_| Reply::Status(503));
-        for (id, url) in [("ep-flaky", flaky_url), ("ep-broken", broken_url)] {
+        for (id, url) in endpoints {
             let value = serde_json::json!({ "url": url, "secrets": [SECRET] }).to_string();
             producer
                 .send(
-                    FutureRecord::to(&topics.endpoints).key(id).payload(&value),
+                    FutureRecord::to(&topics.endpoints).key(*id).payload(&value),
                     DEADLINE,
                 )
                 .await
@@ -340,9 +408,8 @@ impl Parked {
             .await
             .expect("dispatcher");
         tokio::spawn(running.wait());
-        let mut events = Vec::new();
-        let endpoints = std::iter::repeat_n("ep-flaky", flaky).chain(["ep-broken"]);
-        for (n, endpoint) in endpoints.enumerate() {
+        let mut published = Vec::new();
+        for (n, (endpoint, payload)) in events.iter().enumerate() {
             let event = WebhookEvent {
                 event_id: format!("evt-{}-{n}", unique_name("console")),
                 event_type: if n == 0 {
@@ -351,11 +418,11 @@ impl Parked {
                     "invoice.voided"
                 }
                 .to_owned(),
-                endpoint_id: Some(endpoint.to_owned()),
+                endpoint_id: Some((*endpoint).to_owned()),
                 tenant_id: None,
                 channels: Vec::new(),
                 endpoint_url: None,
-                payload: format!(r#"{{"invoice":{n},"email":"jane{n}@example.com"}}"#).into_bytes(),
+                payload: payload.clone().into_bytes(),
                 content_type: "application/json".to_owned(),
                 headers: std::collections::BTreeMap::new(),
                 created_at_ms: 1_700_000_000_000,
@@ -368,21 +435,21 @@ impl Parked {
             producer
                 .send(
                     FutureRecord::to(&topics.events)
-                        .key(endpoint)
+                        .key(*endpoint)
                         .payload(&event.to_json())
                         .headers(headers),
                     DEADLINE,
                 )
                 .await
                 .expect("event");
-            events.push(event);
+            published.push(event);
         }
-        read_all(&kafka, &topics.dlq, flaky + 1, DEADLINE).await;
+        read_all(&kafka, &topics.dlq, events.len(), DEADLINE).await;
         Parked {
             kafka,
             topics,
             receiver,
-            events,
+            events: published,
             fixed,
             shutdown,
         }
@@ -398,6 +465,42 @@ impl Parked {
             page.body[..row_end].rfind("data-place=\"").expect("a row") + "data-place=\"".len();
         let end = page.body[row_start..].find('"').expect("end");
         page.body[row_start..row_start + end].to_owned()
+    }
+}
+
+/// An endpoint on 127.0.0.1:0 that answers every POST with 503 and the body it was sent;
+/// stops when dropped.
+pub struct Echo {
+    pub url: String,
+    stop: CancellationToken,
+}
+
+impl Drop for Echo {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+impl Echo {
+    pub async fn start() -> Echo {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind a loopback port");
+        let url = format!("http://{}/hook", listener.local_addr().expect("address"));
+        let app = axum::Router::new().route(
+            "/hook",
+            axum::routing::post(|body: axum::body::Bytes| async move {
+                (axum::http::StatusCode::SERVICE_UNAVAILABLE, body)
+            }),
+        );
+        let stop = CancellationToken::new();
+        let until = stop.clone();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(until.cancelled_owned())
+                .await;
+        });
+        Echo { url, stop }
     }
 }
 
