@@ -1,5 +1,6 @@
 //! End-to-end tests of the `hookline` binary, one test binary, against the real local stack.
 
+mod avro_bomb;
 mod cli;
 mod cli_signing;
 mod dispatch;
