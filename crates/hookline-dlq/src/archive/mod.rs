@@ -202,7 +202,7 @@ fn read_jsonl(path: &Path, input: impl Read) -> Result<Vec<Selected>> {
         };
         let value: serde_json::Value =
             serde_json::from_str(&line).map_err(|e| problem(format!("not JSON: {e}")))?;
-        out.push(from_json(value).map_err(problem)?);
+        out.push(from_json(value).map_err(|e| problem(e.to_string()))?);
     }
     Ok(out)
 }
