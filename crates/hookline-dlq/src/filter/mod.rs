@@ -20,9 +20,9 @@ pub enum FilterError {
         /// The valid codes, comma-separated.
         valid: String,
     },
-    /// A time that is neither RFC 3339, a date, nor relative.
+    /// A time that is neither RFC 3339, a date, `now`, nor a duration back from now.
     #[error(
-        "{flag} `{value}` is not a time: give RFC 3339 (2024-05-01T12:00:00Z), a date (2024-05-01) or a relative time (30m, 2h, 7d)"
+        "{flag} `{value}` is not a time: give RFC 3339 (2024-05-01T12:00:00Z), a date (2024-05-01), `now`, or a duration back from now (30m, 2h 30m, 7d, 1w, PT15M)"
     )]
     InvalidTime {
         /// The flag it was given for.

@@ -1,8 +1,13 @@
-//! Times given on the command line: RFC 3339, a date, or relative to now (`30m`, `2h`, `7d`).
+//! Times given on the command line: RFC 3339, a date, `now`, or a duration back from now.
+//! Durations are jiff's, as `--ttl`'s: the friendly format (`30m`, `2h 30m`, `1.5h`, `7d`,
+//! `1w`) or ISO 8601 (`PT15M`, `P7D`), days and weeks taken as 24 hours and 7 days. What
+//! jiff leaves to its caller is written here: `now`, a trailing `ago` (it means what a bare
+//! duration means), and refusing a duration that counts forward (`-2h`) or that reads as a
+//! clock time (`12:00:00`, which jiff takes for 12 hours).
 
 use std::time::Duration;
 
-use jiff::Timestamp;
+use jiff::{SignedDuration, Span, SpanRelativeTo, Timestamp};
 
 use super::FilterError;
 
@@ -18,8 +23,8 @@ pub enum TimeBound {
 impl TimeBound {
     /// Parses `text`, given for `flag` (named in the error): an RFC 3339 time
     /// (`2024-05-01T12:00:00Z`, `2024-05-01T14:00:00+02:00`), a date (`2024-05-01`, midnight
-    /// UTC), `now`, or a relative time `<n><unit>` with unit `ms`, `s`, `m`, `h`, `d` or `w`,
-    /// meaning that long ago (an optional ` ago` is accepted).
+    /// UTC), `now`, or a duration meaning that long ago (`30m`, `2h 30m`, `7d`, `PT15M`; an
+    /// optional ` ago` is accepted).
     pub fn parse(flag: &'static str, text: &str) -> Result<TimeBound, FilterError> {
         let trimmed = text.trim();
         let invalid = |source| FilterError::InvalidTime {
@@ -27,18 +32,13 @@ impl TimeBound {
             value: text.to_owned(),
             source,
         };
-        if trimmed.is_empty() {
-            return Err(invalid(None));
-        }
         if trimmed == "now" {
             return Ok(TimeBound::Ago(Duration::ZERO));
         }
-        let relative = trimmed.strip_suffix("ago").unwrap_or(trimmed).trim_end();
-        if relative.starts_with(|c: char| c.is_ascii_digit())
-            && let Some(duration) = parse_relative(relative)
-        {
-            return Ok(TimeBound::Ago(duration));
-        }
+        let not_ago = match parse_ago(trimmed) {
+            Ok(duration) => return Ok(TimeBound::Ago(duration)),
+            Err(error) => error,
+        };
         match trimmed.parse::<Timestamp>() {
             Ok(ts) => Ok(TimeBound::At(ts.as_millisecond())),
             Err(error) => match trimmed.parse::<jiff::civil::Date>() {
@@ -46,7 +46,9 @@ impl TimeBound {
                     .to_zoned(jiff::tz::TimeZone::UTC)
                     .map(|z| TimeBound::At(z.timestamp().as_millisecond()))
                     .map_err(|e| invalid(Some(e))),
-                Err(_) => Err(invalid(Some(error))),
+                // The cause shown is that of the form the text looks like.
+                Err(_) if looks_absolute(trimmed) => Err(invalid(Some(error))),
+                Err(_) => Err(invalid(not_ago)),
             },
         }
     }
@@ -62,20 +64,31 @@ impl TimeBound {
     }
 }
 
-fn parse_relative(text: &str) -> Option<Duration> {
-    let split = text.find(|c: char| !c.is_ascii_digit())?;
-    let (digits, unit) = text.split_at(split);
-    let n: u64 = digits.parse().ok()?;
-    let factor_ms: u64 = match unit.trim() {
-        "ms" => 1,
-        "s" => 1_000,
-        "m" | "min" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        "w" => 7 * 86_400_000,
-        _ => return None,
+/// A duration back from now. `Err(None)` for a clock time or a duration that counts forward,
+/// which jiff parses but which mean something else here.
+fn parse_ago(text: &str) -> Result<Duration, Option<jiff::Error>> {
+    if text.contains(':') {
+        return Err(None);
+    }
+    let text = text.strip_suffix("ago").map_or(text, str::trim_end);
+    // A `SignedDuration` holds hours, minutes and seconds past a `Span`'s range (which
+    // stops at 19,998 years); a `Span` also holds days and weeks.
+    let signed = match text.parse::<SignedDuration>() {
+        Ok(signed) => signed,
+        Err(_) => text
+            .parse::<Span>()
+            .and_then(|span| span.to_duration(SpanRelativeTo::days_are_24_hours()))
+            .map_err(Some)?,
     };
-    n.checked_mul(factor_ms).map(Duration::from_millis)
+    Duration::try_from(signed).map_err(|_| None)
+}
+
+/// Whether `text` is written like a date or a time of day (`2024-05-01`, `12:00`).
+fn looks_absolute(text: &str) -> bool {
+    text.contains(':')
+        || text
+            .split_once('-')
+            .is_some_and(|(year, _)| year.len() >= 4 && year.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// Epoch milliseconds as RFC 3339 UTC with milliseconds, e.g. `2024-05-01T12:00:00.123Z`.
@@ -128,6 +141,44 @@ mod tests {
         assert_eq!(ok("--until", "500ms"), Some(NOW - 500));
     }
 
+    /// What the hand-written parser took before jiff still reads the same.
+    #[test]
+    fn the_earlier_relative_forms_still_read() {
+        for (text, ms) in [
+            ("0ms", 0),
+            ("45s", 45_000),
+            ("15min", 15 * 60_000),
+            ("7 d", 7 * 86_400_000),
+            ("2h ago", 2 * 3_600_000),
+            ("2hago", 2 * 3_600_000),
+            (" 3w ", 21 * 86_400_000),
+            ("7304484d", 7_304_484 * 86_400_000),
+        ] {
+            assert_eq!(ok("--since", text), Some(NOW - ms), "{text}");
+        }
+    }
+
+    /// jiff's friendly and ISO 8601 forms.
+    #[test]
+    fn jiff_durations() {
+        for (text, ms) in [
+            ("2h 30m", 9_000_000),
+            ("1h30m", 5_400_000),
+            ("1.5h", 5_400_000),
+            ("1d 12h", 36 * 3_600_000),
+            ("2 hours", 2 * 3_600_000),
+            ("2 days ago", 2 * 86_400_000),
+            ("PT15M", 15 * 60_000),
+            ("P7D", 7 * 86_400_000),
+            ("P1DT2H", 26 * 3_600_000),
+            ("P1W", 7 * 86_400_000),
+            ("2562047788015215h", i64::MAX),
+        ] {
+            let expected = NOW.saturating_sub(ms);
+            assert_eq!(ok("--since", text), Some(expected), "{text}");
+        }
+    }
+
     #[test]
     fn malformed_times_name_the_flag() {
         for bad in [
@@ -137,6 +188,13 @@ mod tests {
             "12x",
             "2024-13-01",
             "2024-05-01 noon",
+            // Months and years have no fixed length.
+            "1mo",
+            "P1Y",
+            // Counting forward, or a clock time (jiff reads `12:00:00` as 12 hours).
+            "-2h",
+            "12:00:00",
+            "100000000d",
         ] {
             let error = ms("--until", bad).expect_err(bad);
             assert!(
@@ -149,8 +207,24 @@ mod tests {
                 ),
                 "{bad}: {error:?}"
             );
-            assert!(error.to_string().starts_with("--until"), "{error}");
+            let text = error.to_string();
+            assert!(text.starts_with("--until"), "{text}");
+            assert!(text.contains("2h 30m, 7d, 1w, PT15M"), "{text}");
         }
+    }
+
+    /// The cause is that of the form the text looks like.
+    #[test]
+    fn the_cause_fits_what_was_meant() {
+        let cause = |text: &str| {
+            let error = ms("--since", text).expect_err(text);
+            std::error::Error::source(&error).map(ToString::to_string)
+        };
+        let duration = cause("12x").expect("a cause");
+        assert!(duration.contains("unit designator"), "{duration}");
+        let date = cause("2024-13-01").expect("a cause");
+        assert!(date.contains("month"), "{date}");
+        assert_eq!(cause("-2h"), None);
     }
 
     #[test]

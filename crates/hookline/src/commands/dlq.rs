@@ -66,10 +66,12 @@ struct SelectArgs {
     /// Event id; repeatable or comma-separated.
     #[arg(long = "event-id", value_name = "ID")]
     event_ids: Vec<String>,
-    /// Parked at or after: RFC 3339, a date, or relative (30m, 2h, 7d).
+    /// Parked at or after: RFC 3339, a date, `now`, or a duration back from now (30m, 2h 30m,
+    /// 7d, PT15M).
     #[arg(long, value_name = "TIME")]
     since: Option<String>,
-    /// Parked before: RFC 3339, a date, or relative (30m, 2h, 7d).
+    /// Parked before: RFC 3339, a date, `now`, or a duration back from now (30m, 2h 30m,
+    /// 7d, PT15M).
     #[arg(long, value_name = "TIME")]
     until: Option<String>,
     /// DLQ partition; repeatable.
