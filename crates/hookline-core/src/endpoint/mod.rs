@@ -87,6 +87,9 @@ pub struct Endpoint {
     pub headers: BTreeMap<String, String>,
     /// Whether an event's `endpoint_url` may replace `target`.
     pub allow_url_override: bool,
+    /// What signs deliveries to an event's own URL instead of `secrets` and `signing_keys`
+    /// (none: they are unsigned).
+    pub override_secrets: Vec<SigningSecret>,
 }
 
 impl fmt::Debug for Endpoint {
@@ -113,6 +116,7 @@ impl fmt::Debug for Endpoint {
             .field("strict_ordering", &self.strict_ordering)
             .field("headers", &self.headers.keys().collect::<Vec<_>>())
             .field("allow_url_override", &self.allow_url_override)
+            .field("override_secrets", &self.override_secrets.len())
             .finish()
     }
 }
@@ -121,5 +125,11 @@ impl Endpoint {
     /// What its deliveries are signed with: every secret and every signing key.
     pub fn signer(&self) -> Signer {
         Signer::new(self.secrets.clone(), self.signing_keys.clone())
+    }
+
+    /// What deliveries to an event's own URL are signed with: the override secrets only
+    /// (empty: unsigned).
+    pub fn override_signer(&self) -> Signer {
+        Signer::new(self.override_secrets.clone(), Vec::new())
     }
 }

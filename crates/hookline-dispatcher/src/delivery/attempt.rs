@@ -26,7 +26,13 @@ pub(crate) async fn send(
         RequestParts {
             url: &target.address,
             url_overridden: target.url_overridden,
-            signer: &endpoint.signer,
+            // An override's receiver gets no signature by the endpoint's own keys, which it
+            // could replay to the endpoint's URL.
+            signer: if extras.is_some() {
+                &endpoint.signer
+            } else {
+                &endpoint.override_signer
+            },
             endpoint_headers: &endpoint.headers,
             timestamp_s: now_ms() / 1000,
             traceparent: Some(&traceparent),
@@ -41,10 +47,12 @@ pub(crate) async fn send(
     attempt
 }
 
-/// The one place that decides whether an attempt carries the endpoint's credential
-/// (`auth`) and client certificate: only when it goes to the endpoint's own configured
-/// URL. An event's override URL (`endpoint_url`, allowed by `allow_url_override`) gets
-/// neither, and the shared client; `build_request` leaves out its custom headers too.
+/// The one place that decides whether an attempt carries the endpoint's signatures,
+/// credential (`auth`) and client certificate: only when it goes to the endpoint's own
+/// configured URL. An event's override URL (`endpoint_url`, allowed by
+/// `allow_url_override`) gets none of them, and the shared client; it is signed with the
+/// endpoint's `override_secrets` if it has any; `build_request` leaves out its custom
+/// headers too.
 fn endpoint_extras(target: &Target) -> Option<&Endpoint> {
     (!target.url_overridden && target.url == target.endpoint.config.url)
         .then_some(&*target.endpoint)

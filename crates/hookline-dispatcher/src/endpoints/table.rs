@@ -54,6 +54,8 @@ pub struct Endpoint {
     pub config: EndpointConfig,
     /// Its signing secrets and keys, parsed.
     pub signer: Signer,
+    /// What signs deliveries to an event's own URL: its override secrets, never `signer`'s.
+    pub override_signer: Signer,
     /// Extra request headers.
     pub headers: Vec<(String, String)>,
     /// Its retry policy, with the endpoint's override applied.
@@ -83,6 +85,7 @@ impl fmt::Debug for Endpoint {
             .field("id", &self.id)
             .field("config", &self.config)
             .field("signer", &self.signer)
+            .field("override_signer", &self.override_signer)
             .field("headers", &header_names)
             .field("retry", &self.retry)
             .field("timeout", &self.timeout)
@@ -221,10 +224,10 @@ impl EndpointTable {
             reason,
         };
         // Validating converts too: the parsed secrets and keys come with it.
-        let signer = config
+        let parsed = config
             .to_endpoint()
-            .map_err(|error| rejected(error.to_string()))?
-            .signer();
+            .map_err(|error| rejected(error.to_string()))?;
+        let (signer, override_signer) = (parsed.signer(), parsed.override_signer());
         let client = self.client_for(id, &config).map_err(rejected)?;
         let mut retry = match &config.retry {
             Some(over) => self.defaults.retry.with_override(over),
@@ -306,6 +309,7 @@ impl EndpointTable {
             id: id.to_owned(),
             config,
             signer,
+            override_signer,
             headers,
             retry,
             timeout,

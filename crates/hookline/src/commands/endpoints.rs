@@ -76,10 +76,17 @@ struct PutArgs {
     /// A credential's value may be `${env:NAME}` or `${file:PATH}`.
     #[arg(long = "header", value_name = "NAME=VALUE", value_parser = parse_key_value)]
     headers: Vec<(String, String)>,
-    /// Let an event's `endpoint_url` replace --url. Such deliveries are signed but carry
-    /// none of the --header values. Without it such events are parked (blocked_url).
+    /// Let an event's `endpoint_url` replace --url. Such deliveries carry none of the
+    /// endpoint's signatures (their receiver could replay them to --url) nor --header
+    /// values; they are signed with --override-secret only. Without it such events are
+    /// parked (blocked_url).
     #[arg(long)]
     allow_url_override: bool,
+    /// A `whsec_` secret that signs deliveries to an event's own `endpoint_url`, never one
+    /// of the endpoint's secrets; repeatable. Without one they are sent unsigned. May be
+    /// `${env:NAME}` or `${file:PATH}`. Needs --allow-url-override.
+    #[arg(long = "override-secret", value_name = "SECRET")]
+    override_secrets: Vec<String>,
     /// The tenant the endpoint belongs to: it then gets the tenant's events of the types
     /// (and channels) it subscribes to.
     #[arg(long)]
@@ -227,6 +234,11 @@ fn config_of(
         channels: comma_list(&put.channels),
         description: put.description.clone(),
         allow_url_override: put.allow_url_override,
+        override_secrets: put
+            .override_secrets
+            .iter()
+            .map(|secret| resolved("--override-secret", secret))
+            .collect::<anyhow::Result<_>>()?,
         signing_keys: std::mem::take(&mut signing.signing_keys),
         ..EndpointConfig::new(
             resolved("--url", &put.url)?,
@@ -273,6 +285,8 @@ fn flag_error(config: &EndpointConfig, error: EndpointError) -> anyhow::Error {
         "channels" => ("--channels", &config.channels[..]),
         "tenant" => ("--tenant", &[][..]),
         "description" => ("--description", &[][..]),
+        // Items are secrets: named by their place, never shown.
+        "override_secrets" => ("--override-secret", &[][..]),
         field if credential_flag(field) != field => (credential_flag(field), &[][..]),
         _ => return invalid_config(error),
     };

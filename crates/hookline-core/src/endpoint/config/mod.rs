@@ -92,6 +92,13 @@ pub struct EndpointConfig {
     /// carries none of `headers`. Default false: the event is parked (`blocked_url`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_url_override: bool,
+    /// Signing secrets `whsec_<base64>` for deliveries to an event's own `endpoint_url`
+    /// (with `allow_url_override`), used instead of `secrets` and `signing_keys`, which
+    /// never sign them: whoever receives an override delivery cannot replay it to the
+    /// endpoint's own URL. None: override deliveries are sent unsigned. At most 10, none of
+    /// them one of `secrets`. Default none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub override_secrets: Vec<String>,
     /// PEM client certificate chain presented for mTLS (leaf first); needs `client_key`
     /// and an https `url`. Default none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -151,6 +158,7 @@ impl EndpointConfig {
             channels: Vec::new(),
             description: None,
             allow_url_override: false,
+            override_secrets: Vec::new(),
             client_certificate: None,
             client_key: None,
             auth: None,
@@ -188,6 +196,7 @@ impl EndpointConfig {
     pub fn to_endpoint(&self) -> Result<Endpoint, EndpointError> {
         let target = check_url(&self.url).map_err(EndpointError::Url)?;
         let (secrets, signing_keys) = self.signing()?;
+        let override_secrets = self.override_signing()?;
         let max_concurrency = self
             .max_concurrency
             .map(|n| {
@@ -230,6 +239,7 @@ impl EndpointConfig {
             strict_ordering: self.strict_ordering,
             headers: self.headers.clone(),
             allow_url_override: self.allow_url_override,
+            override_secrets,
         })
     }
 
@@ -358,6 +368,10 @@ impl fmt::Debug for EndpointConfig {
             .field("channels", &self.channels)
             .field("description", &self.description)
             .field("allow_url_override", &self.allow_url_override)
+            .field(
+                "override_secrets",
+                &format_args!("<{} redacted>", self.override_secrets.len()),
+            )
             .field("client_certificate", &self.client_certificate.is_some())
             .field("client_key", &self.client_key)
             .field("auth", &self.auth)

@@ -1,6 +1,7 @@
 //! The signing fields of an endpoint config: `secrets` (`whsec_`, for `v1`) and
-//! `signing_keys` (`whsk_`, for `v1a`). An endpoint needs at least one of either; errors name
-//! the field and its index, never the value.
+//! `signing_keys` (`whsk_`, for `v1a`), of which an endpoint needs at least one, and
+//! `override_secrets`, which alone sign deliveries to an event's own URL. Errors name the
+//! field and its index, never the value.
 
 use super::{EndpointConfig, MAX_SECRETS, invalid};
 use crate::endpoint::EndpointError;
@@ -47,6 +48,40 @@ impl EndpointConfig {
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok((secrets, keys))
+    }
+
+    /// The parsed override secrets: only with `allow_url_override`, and none of them one of
+    /// `secrets` (it would let an override's receiver replay to the endpoint's own URL).
+    pub(super) fn override_signing(&self) -> Result<Vec<SigningSecret>, EndpointError> {
+        if self.override_secrets.is_empty() {
+            return Ok(Vec::new());
+        }
+        if !self.allow_url_override {
+            return Err(invalid(
+                "override_secrets",
+                "signs deliveries to an event's own URL, which needs `allow_url_override`",
+            ));
+        }
+        if self.override_secrets.len() > MAX_SECRETS {
+            return Err(invalid(
+                "override_secrets",
+                format!("has more than {MAX_SECRETS} secrets"),
+            ));
+        }
+        let mut parsed = Vec::with_capacity(self.override_secrets.len());
+        for (index, text) in self.override_secrets.iter().enumerate() {
+            let secret = SigningSecret::parse(text).map_err(|source| {
+                invalid(format!("override_secrets[{index}]"), source.to_string())
+            })?;
+            if self.secrets.iter().any(|own| own == text) {
+                return Err(invalid(
+                    format!("override_secrets[{index}]"),
+                    "is one of `secrets`: an override's receiver could replay to the endpoint",
+                ));
+            }
+            parsed.push(secret);
+        }
+        Ok(parsed)
     }
 }
 
@@ -156,5 +191,49 @@ mod tests {
         }
         assert!(format!("{config:?}").contains("signing_keys: <1 redacted>"));
         assert!(format!("{endpoint:?}").contains(WHPK));
+    }
+
+    #[test]
+    fn override_secrets_need_the_opt_in_and_differ_from_the_secrets() {
+        const OTHER: &str = "whsec_b3ZlcnJpZGUtb25seS1zZWNyZXQtMTIzNDU2Nzg=";
+        let with = |allow: bool, overrides: Vec<&str>| EndpointConfig {
+            allow_url_override: allow,
+            override_secrets: overrides.into_iter().map(str::to_owned).collect(),
+            ..EndpointConfig::new("https://example.com/hook", vec![SECRET.into()])
+        };
+        let endpoint = with(true, vec![OTHER]).to_endpoint().expect("valid");
+        assert_eq!(endpoint.override_secrets.len(), 1);
+        assert!(!endpoint.override_signer().is_empty());
+        assert!(
+            with(true, vec![])
+                .to_endpoint()
+                .expect("valid")
+                .override_signer()
+                .is_empty()
+        );
+        let refused = |config: EndpointConfig, field: &str, says: &str| {
+            let error = config.validate().expect_err("refused").to_string();
+            assert!(error.contains(field) && error.contains(says), "{error}");
+            assert!(
+                !error.contains(&OTHER[6..]) && !error.contains(&SECRET[6..]),
+                "{error}"
+            );
+        };
+        refused(
+            with(false, vec![OTHER]),
+            "override_secrets",
+            "allow_url_override",
+        );
+        refused(
+            with(true, vec![OTHER, SECRET]),
+            "override_secrets[1]",
+            "one of `secrets`",
+        );
+        refused(with(true, vec!["whsec_short"]), "override_secrets[0]", "");
+        // Kept through the record's JSON, and out of its Debug.
+        let config = with(true, vec![OTHER]);
+        let back = EndpointConfig::from_json(&config.to_json()).expect("round trip");
+        assert_eq!(back, config);
+        assert!(!format!("{config:?}").contains(&OTHER[6..]));
     }
 }
