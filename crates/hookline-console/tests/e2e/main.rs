@@ -4,5 +4,6 @@
 
 mod archive;
 mod console;
+mod poison;
 mod security;
 mod support;
