@@ -9,12 +9,23 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Deserializer};
+use subtle::ConstantTimeEq;
 
-/// A secret value. Its `Debug` and `Display` show `<redacted>`; [`Secret::expose`] gives
-/// the value to the one place that sends it.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
+/// A secret value, kept in a `secrecy::SecretString` (wiped from memory when dropped). Its
+/// `Debug` and `Display` show `<redacted>`; [`Secret::expose`] gives the value to the one
+/// place that sends it; two secrets compare in constant time.
+#[derive(Clone)]
+pub struct Secret(SecretString);
+
+impl PartialEq for Secret {
+    fn eq(&self, other: &Self) -> bool {
+        self.expose().as_bytes().ct_eq(other.expose().as_bytes()).into()
+    }
+}
+
+impl Eq for Secret {}
 
 /// A secret reference that cannot be resolved.
 #[derive(Debug, thiserror::Error)]
@@ -56,13 +67,13 @@ pub fn is_reference(text: &str) -> bool {
 impl Secret {
     /// A secret given in clear (already resolved).
     pub fn new(value: impl Into<String>) -> Self {
-        Secret(value.into())
+        Secret(SecretString::from(value.into()))
     }
 
     /// Resolves `text`: `${env:NAME}`, `${file:PATH}`, or else the value itself.
     pub fn resolve(text: &str) -> Result<Self, SecretError> {
         if !is_reference(text) {
-            return Ok(Secret(text.to_owned()));
+            return Ok(Secret::new(text));
         }
         let inner = &text[2..text.len() - 1];
         let value = if let Some(name) = inner.strip_prefix("env:") {
@@ -86,12 +97,12 @@ impl Secret {
                 reference: text.to_owned(),
             });
         }
-        Ok(Secret(value))
+        Ok(Secret::new(value))
     }
 
     /// The value, for the one place that sends it. Never log it.
     pub fn expose(&self) -> &str {
-        &self.0
+        self.0.expose_secret()
     }
 }
 
@@ -125,9 +136,8 @@ mod tests {
             Secret::resolve("hunter2").expect("clear").expose(),
             "hunter2"
         );
-        let dir = std::env::temp_dir().join(format!("hookline-secret-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let file = dir.join("password");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("password");
         std::fs::write(&file, "s3cret\n").expect("write");
         let reference = format!("${{file:{}}}", file.display());
         assert_eq!(
@@ -137,7 +147,6 @@ mod tests {
         // PATH is set wherever tests run.
         let path = std::env::var("PATH").expect("PATH");
         assert_eq!(Secret::resolve("${env:PATH}").expect("env").expose(), path);
-        std::fs::remove_dir_all(&dir).expect("clean up");
     }
 
     #[test]

@@ -9,6 +9,7 @@ use hmac::digest::CtOutput;
 use hmac::{Hmac, Mac};
 use rand::Rng;
 use sha2::Sha256;
+use zeroize::Zeroizing;
 
 use super::{
     MAX_SECRET_LEN, MIN_SECRET_LEN, SECRET_PREFIX, SigningError, WEBHOOK_ID, WEBHOOK_SIGNATURE,
@@ -20,9 +21,10 @@ type HmacSha256 = Hmac<Sha256>;
 /// The length of an HMAC-SHA256 tag, the only length a `v1` signature can have.
 const TAG_LEN: usize = 32;
 
-/// A symmetric signing key, written `whsec_<base64>`. Its `Debug` never shows the key.
+/// A symmetric signing key, written `whsec_<base64>`. Its `Debug` never shows the key; its
+/// bytes are wiped from memory when it is dropped.
 #[derive(Clone)]
-pub struct SigningSecret(Vec<u8>);
+pub struct SigningSecret(Zeroizing<Vec<u8>>);
 
 impl SigningSecret {
     /// Parses `whsec_<base64 key>`.
@@ -37,7 +39,7 @@ impl SigningSecret {
     /// A secret from raw key bytes ([`MIN_SECRET_LEN`] to [`MAX_SECRET_LEN`]).
     pub fn from_bytes(key: Vec<u8>) -> Result<Self, SigningError> {
         if (MIN_SECRET_LEN..=MAX_SECRET_LEN).contains(&key.len()) {
-            Ok(SigningSecret(key))
+            Ok(SigningSecret(Zeroizing::new(key)))
         } else {
             Err(SigningError::KeyLength { len: key.len() })
         }
@@ -47,12 +49,12 @@ impl SigningSecret {
     pub fn generate(rng: &mut impl Rng) -> Self {
         let mut key = [0u8; 32];
         rng.fill(&mut key);
-        SigningSecret(key.to_vec())
+        SigningSecret(Zeroizing::new(key.to_vec()))
     }
 
     /// The `whsec_<base64>` text form, to hand to the receiver; this exposes the key.
     pub fn to_whsec(&self) -> String {
-        format!("{SECRET_PREFIX}{}", BASE64.encode(&self.0))
+        format!("{SECRET_PREFIX}{}", BASE64.encode(self.0.as_slice()))
     }
 
     fn mac(&self, msg_id: &str, timestamp_s: i64, body: &[u8]) -> HmacSha256 {
