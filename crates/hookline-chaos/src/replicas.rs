@@ -377,10 +377,9 @@ mod tests {
             max_uncommitted_per_partition: 1000,
             kafka_properties: vec![("group.remote.assignor".to_owned(), "range".to_owned())],
         };
-        let path = std::env::temp_dir().join(format!("chaos-config-{}.toml", std::process::id()));
-        std::fs::write(&path, settings.toml("r0.1", 12345).unwrap()).unwrap();
-        let config = DispatcherConfig::load(Some(&path)).unwrap();
-        std::fs::remove_file(&path).unwrap();
+        let file = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
+        std::fs::write(file.path(), settings.toml("r0.1", 12345).unwrap()).unwrap();
+        let config = DispatcherConfig::load(Some(file.path())).unwrap();
         assert_eq!(config.session_timeout_ms, Some(6000));
         assert_eq!(config.dispatcher_id.as_deref(), Some("r0.1"));
         assert_eq!(config.http.user_agent, "r0.1");

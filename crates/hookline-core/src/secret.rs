@@ -21,7 +21,10 @@ pub struct Secret(SecretString);
 
 impl PartialEq for Secret {
     fn eq(&self, other: &Self) -> bool {
-        self.expose().as_bytes().ct_eq(other.expose().as_bytes()).into()
+        self.expose()
+            .as_bytes()
+            .ct_eq(other.expose().as_bytes())
+            .into()
     }
 }
 

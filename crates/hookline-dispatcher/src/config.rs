@@ -559,9 +559,8 @@ mod tests {
 
     #[test]
     fn a_file_with_an_unknown_key_is_refused_with_its_name() {
-        let dir = std::env::temp_dir().join(format!("hookline-config-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let path = dir.join("bad.toml");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("bad.toml");
         std::fs::write(&path, "[retry]\nbase_ms = 100\nmax_attemps = 3\n").expect("write");
         let error = DispatcherConfig::load(Some(&path))
             .expect_err("typo refused")

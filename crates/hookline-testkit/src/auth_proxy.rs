@@ -4,7 +4,7 @@
 //! counts both.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -58,7 +58,7 @@ struct Shared {
 /// The proxy. Dropping it stops it and removes its CA file.
 pub struct AuthProxy {
     url: String,
-    ca_file: PathBuf,
+    ca_file: tempfile::NamedTempFile,
     shared: Arc<Shared>,
     stop: CancellationToken,
 }
@@ -66,7 +66,6 @@ pub struct AuthProxy {
 impl Drop for AuthProxy {
     fn drop(&mut self) {
         self.stop.cancel();
-        let _ = std::fs::remove_file(&self.ca_file);
     }
 }
 
@@ -75,11 +74,12 @@ impl AuthProxy {
     /// URL, e.g. `HOOKLINE_TEST_REGISTRY`) that lets `credentials` through.
     pub async fn start(upstream: &str, credentials: Credentials) -> AuthProxy {
         let (acceptor, ca_pem) = tls_acceptor();
-        let ca_file = std::env::temp_dir().join(format!(
-            "hookline-test-ca-{}.pem",
-            uuid::Uuid::new_v4().simple()
-        ));
-        std::fs::write(&ca_file, ca_pem).expect("write the CA file");
+        let ca_file = tempfile::Builder::new()
+            .prefix("hookline-test-ca-")
+            .suffix(".pem")
+            .tempfile()
+            .expect("a CA file");
+        std::fs::write(ca_file.path(), ca_pem).expect("write the CA file");
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind a loopback port");
@@ -121,7 +121,7 @@ impl AuthProxy {
 
     /// A PEM file with the CA that signed the proxy's certificate.
     pub fn ca_file(&self) -> &Path {
-        &self.ca_file
+        self.ca_file.path()
     }
 
     /// Requests with the expected credentials (forwarded).

@@ -10,7 +10,8 @@ use hookline_kafka::KafkaSettings;
 /// A private broker, PLAINTEXT on `127.0.0.1:<port>`.
 #[derive(Debug)]
 pub struct PrivateKafka {
-    dir: PathBuf,
+    /// Removed on drop, after the broker is stopped.
+    dir: tempfile::TempDir,
     kafka_port: u16,
     controller_port: u16,
     secure_port: u16,
@@ -20,11 +21,10 @@ impl PrivateKafka {
     /// Formats and starts a broker in a fresh temporary data dir on free ports, and waits
     /// until it answers (the stack's own readiness check).
     pub async fn start() -> PrivateKafka {
-        let dir = std::env::temp_dir().join(format!(
-            "hookline-private-kafka-{}",
-            uuid::Uuid::new_v4().simple()
-        ));
-        std::fs::create_dir_all(&dir).expect("the private broker's data dir");
+        let dir = tempfile::Builder::new()
+            .prefix("hookline-private-kafka-")
+            .tempdir()
+            .expect("the private broker's data dir");
         let [kafka_port, controller_port, secure_port] = free_ports();
         let kafka = PrivateKafka {
             dir,
@@ -71,7 +71,7 @@ impl PrivateKafka {
         let mut command = Command::new(stack_script());
         command
             .args(args)
-            .env("HOOKLINE_DATA_DIR", &self.dir)
+            .env("HOOKLINE_DATA_DIR", self.dir.path())
             .env("HOOKLINE_KAFKA_PORT", self.kafka_port.to_string())
             .env("HOOKLINE_CONTROLLER_PORT", self.controller_port.to_string())
             .env("HOOKLINE_KAFKA_SECURE_PORT", self.secure_port.to_string())
@@ -90,10 +90,9 @@ impl Drop for PrivateKafka {
         if let Err(error) = stopped {
             eprintln!(
                 "stopping the private broker in {}: {error}",
-                self.dir.display()
+                self.dir.path().display()
             );
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

@@ -6,30 +6,19 @@ use super::*;
 const PASSWORD: &str = "reg-pa55-4c1e90";
 
 /// A temporary directory holding `files`, removed when dropped.
-struct Dir(PathBuf);
+struct Dir(tempfile::TempDir);
 
 impl Dir {
     fn new(files: &[(&str, &str)]) -> Dir {
-        let dir = std::env::temp_dir().join(format!(
-            "hookline-registry-config-{}-{}",
-            std::process::id(),
-            files.len()
-        ));
-        std::fs::create_dir_all(&dir).expect("temp dir");
+        let dir = tempfile::tempdir().expect("temp dir");
         for (name, content) in files {
-            std::fs::write(dir.join(name), content).expect("write");
+            std::fs::write(dir.path().join(name), content).expect("write");
         }
         Dir(dir)
     }
 
     fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        self.0.path().join(name)
     }
 }
 

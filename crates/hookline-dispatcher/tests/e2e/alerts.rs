@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use hookline_testkit::{Reply, unique_name, wait_until};
+use hookline_testkit::{Reply, wait_until};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -73,7 +73,8 @@ fn is_duration(value: &str) -> bool {
 /// A Prometheus server of this test's own, stopped (and its data dir removed) on drop.
 struct Prometheus {
     child: Child,
-    dir: PathBuf,
+    /// Dropped after the child is stopped, removing the data dir.
+    dir: tempfile::TempDir,
     url: String,
     http: reqwest::Client,
 }
@@ -81,26 +82,26 @@ struct Prometheus {
 impl Prometheus {
     /// Starts `prometheus` (or `HOOKLINE_PROMETHEUS`) scraping `target` with `rules`.
     async fn start(target: SocketAddr, rules: &str) -> Prometheus {
-        let dir = std::env::temp_dir().join(unique_name("hookline-prometheus"));
-        std::fs::create_dir_all(dir.join("data")).expect("a temp dir");
-        std::fs::write(dir.join("rules.yml"), rules).expect("rules written");
+        let dir = tempfile::tempdir().expect("a temp dir");
+        std::fs::create_dir_all(dir.path().join("data")).expect("a data dir");
+        std::fs::write(dir.path().join("rules.yml"), rules).expect("rules written");
         let config = format!(
             "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
              rule_files:\n  - rules.yml\n\
              scrape_configs:\n  - job_name: hookline\n    static_configs:\n      - targets: [\"{target}\"]\n"
         );
-        std::fs::write(dir.join("prometheus.yml"), config).expect("config written");
+        std::fs::write(dir.path().join("prometheus.yml"), config).expect("config written");
         let port = free_port();
         let binary = std::env::var("HOOKLINE_PROMETHEUS").unwrap_or_else(|_| "prometheus".into());
-        let log = std::fs::File::create(dir.join("prometheus.log")).expect("a log file");
+        let log = std::fs::File::create(dir.path().join("prometheus.log")).expect("a log file");
         let spawned = Command::new(&binary)
             .arg(format!(
                 "--config.file={}",
-                dir.join("prometheus.yml").display()
+                dir.path().join("prometheus.yml").display()
             ))
             .arg(format!(
                 "--storage.tsdb.path={}",
-                dir.join("data").display()
+                dir.path().join("data").display()
             ))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .arg("--log.level=warn")
@@ -108,9 +109,6 @@ impl Prometheus {
             .stdout(Stdio::null())
             .stderr(log)
             .spawn();
-        if spawned.is_err() {
-            let _ = std::fs::remove_dir_all(&dir);
-        }
         let child = match spawned {
             Ok(child) => child,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => panic!(
@@ -136,7 +134,7 @@ impl Prometheus {
 
     /// What Prometheus' log says, for failure messages.
     fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("prometheus.log")).unwrap_or_default()
+        std::fs::read_to_string(self.dir.path().join("prometheus.log")).unwrap_or_default()
     }
 
     async fn api(&self, path: &str, query: &[(&str, &str)]) -> Option<Value> {
@@ -194,7 +192,6 @@ impl Drop for Prometheus {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

@@ -116,9 +116,8 @@ async fn mtls_and_a_bearer_token_reach_the_receiver_and_never_a_dlq_record_or_an
         .nth(1)
         .expect("key base64")
         .to_owned();
-    let dir = std::env::temp_dir().join(unique_name("egress-ca"));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let ca_file = dir.join("ca.pem");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ca_file = dir.path().join("ca.pem");
     std::fs::write(&ca_file, pki.ca_pem()).expect("write the CA");
     let plain = h.receiver.script("override", |_| Reply::Status(200));
 
@@ -200,5 +199,4 @@ async fn mtls_and_a_bearer_token_reach_the_receiver_and_never_a_dlq_record_or_an
     assert!(!record.contains(&token), "the token is in the DLQ record");
     assert!(!record.contains(&key_body), "the key is in the DLQ record");
     h.stop().await;
-    std::fs::remove_dir_all(&dir).expect("clean up");
 }

@@ -10,7 +10,7 @@ use hmac::{Hmac, Mac};
 use hookline_core::WebhookEvent;
 use hookline_core::envelope::ErrorReason;
 use hookline_core::schema::WEBHOOK_EVENT_V1;
-use hookline_testkit::{Reply, read_all, unique_name, wait_until};
+use hookline_testkit::{Reply, read_all, wait_until};
 use rdkafka::message::Message;
 use sha2::Sha256;
 use tokio_util::sync::CancellationToken;
@@ -527,15 +527,14 @@ fn chain(error: &dyn std::error::Error) -> String {
 async fn a_static_endpoints_file_serves_without_the_endpoints_topic() {
     let mut h = Harness::new("file").await;
     let url = h.receiver.script("filed", |_| Reply::Status(200));
-    let dir = std::env::temp_dir().join(unique_name("endpoints-file"));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let good = dir.join("endpoints.toml");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let good = dir.path().join("endpoints.toml");
     std::fs::write(
         &good,
         format!("[endpoints.ep-file]\nurl = \"{url}\"\nsecrets = [\"{SECRET}\"]\n"),
     )
     .expect("write");
-    let bad = dir.join("bad.toml");
+    let bad = dir.path().join("bad.toml");
     std::fs::write(
         &bad,
         format!("[endpoints.ep-bad]\nurl = \"ftp://example.com/x\"\nsecrets = [\"{SECRET}\"]\n"),

@@ -369,17 +369,16 @@ mod tests {
 
     #[test]
     fn an_unreadable_or_invalid_ca_file_is_refused_naming_the_field_and_the_path() {
-        let dir = std::env::temp_dir().join(format!("hookline-ca-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let garbage = dir.join("garbage.pem");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let garbage = dir.path().join("garbage.pem");
         std::fs::write(&garbage, "not a certificate\n").expect("write");
-        let broken = dir.join("broken.pem");
+        let broken = dir.path().join("broken.pem");
         std::fs::write(
             &broken,
             "-----BEGIN CERTIFICATE-----\nbm90IGRlcg==\n-----END CERTIFICATE-----\n",
         )
         .expect("write");
-        for path in [dir.join("absent.pem"), garbage, broken] {
+        for path in [dir.path().join("absent.pem"), garbage, broken] {
             let with_ca = RegistrySettings {
                 ca_file: Some(path.clone()),
                 ..basic()
@@ -389,7 +388,6 @@ mod tests {
             assert!(message.contains(&path.display().to_string()), "{message}");
             assert!(!message.contains(PASSWORD), "{message}");
         }
-        std::fs::remove_dir_all(&dir).expect("clean up");
     }
 
     #[test]
@@ -443,9 +441,8 @@ mod tests {
 
     #[test]
     fn secrets_are_read_from_references() {
-        let dir = std::env::temp_dir().join(format!("hookline-reg-secret-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let file = dir.join("password");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("password");
         std::fs::write(&file, format!("{PASSWORD}\n")).expect("write");
         let json = serde_json::json!({
             "url": "https://registry.example.com",
@@ -457,6 +454,5 @@ mod tests {
             settings.password.as_ref().map(Secret::expose),
             Some(PASSWORD)
         );
-        std::fs::remove_dir_all(&dir).expect("clean up");
     }
 }

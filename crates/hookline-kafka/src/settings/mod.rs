@@ -225,9 +225,8 @@ mod tests {
 
     #[test]
     fn references_resolve_when_clients_are_configured() {
-        let dir = std::env::temp_dir().join(format!("hookline-kafka-props-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let file = dir.join("password");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("password");
         std::fs::write(&file, "hunter2\n").expect("write");
         let reference = format!("${{file:{}}}", file.display());
         let settings = with("sasl.password", &reference);
@@ -241,7 +240,6 @@ mod tests {
         }
         // The reference is what is shown.
         assert!(format!("{settings:?}").contains(&reference));
-        std::fs::remove_dir_all(&dir).expect("clean up");
     }
 
     #[test]

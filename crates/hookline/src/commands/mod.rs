@@ -344,9 +344,8 @@ mod tests {
 
     #[test]
     fn registry_flags_fill_the_registry_settings_and_never_show_the_secrets() {
-        let dir = std::env::temp_dir().join(format!("hookline-cli-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let file = dir.join("password");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("password");
         std::fs::write(&file, "cli-pa55-7d2e\n").expect("write");
         let reference = format!("${{file:{}}}", file.display());
         let cli = Cli::try_parse_from([
@@ -391,7 +390,6 @@ mod tests {
             Some("tok-19ab")
         );
         assert!(!format!("{token:?}").contains("tok-19ab"));
-        std::fs::remove_dir_all(&dir).expect("clean up");
     }
 
     #[test]

@@ -101,9 +101,8 @@ async fn replicas_share_the_partitions_and_stopping_or_killing_one_loses_nothing
         .await
         .expect("endpoint written");
 
-    let dir = std::env::temp_dir().join(unique_name("replicas"));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let config = dir.join("dispatcher.toml");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("dispatcher.toml");
     let tiers = topics.tiers_toml();
     std::fs::write(
         &config,
@@ -133,8 +132,8 @@ listen = "127.0.0.1:0"
     )
     .expect("config file");
 
-    let mut first = dispatcher("replica-a", &topics, &config, &dir);
-    let mut second = dispatcher("replica-b", &topics, &config, &dir);
+    let mut first = dispatcher("replica-a", &topics, &config, dir.path());
+    let mut second = dispatcher("replica-b", &topics, &config, dir.path());
 
     let publish = |from: usize, to: usize| {
         let producer = producer.clone();
@@ -197,7 +196,7 @@ listen = "127.0.0.1:0"
     second.start_kill().expect("kill -9");
     second.wait().await.expect("killed");
     expected.extend(publish(400, 500).await);
-    let mut third = dispatcher("replica-c", &topics, &config, &dir);
+    let mut third = dispatcher("replica-c", &topics, &config, dir.path());
 
     wait_until(DEADLINE, "every event delivered at least once", || async {
         let delivered = delivered_ids(&receiver);
@@ -254,9 +253,8 @@ async fn a_bad_configuration_stops_start_up_with_a_message_naming_the_field() {
         assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
         assert!(stderr.contains(field), "{env:?}: {stderr}");
     }
-    let dir = std::env::temp_dir().join(unique_name("bad-config"));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let file = dir.join("dispatcher.toml");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("dispatcher.toml");
     std::fs::write(&file, "[topics]\nretry_tiers = [\"5 seconds\"]\n").expect("write");
     let (status, stderr) = dispatch_with(&[], &["--config", file.to_str().expect("utf-8")]).await;
     assert!(!status.success());

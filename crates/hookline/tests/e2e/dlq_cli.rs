@@ -435,10 +435,9 @@ async fn redrive_resolve_and_archive_from_the_command_line() {
             .starts_with(&format!("{events}/0/"))
     );
 
-    let dir = std::env::temp_dir().join(unique_name("cli-dlq-archive"));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dir = tempfile::tempdir().expect("temp dir");
     for name in ["dlq.avro", "dlq.jsonl"] {
-        let path = dir.join(name);
+        let path = dir.path().join(name);
         let path_text = path.to_string_lossy().into_owned();
         let archived = hookline(&events, &["dlq", "archive", "--all", "--file", &path_text]).await;
         assert!(archived.status.success(), "{}", stderr(&archived));
@@ -454,7 +453,6 @@ async fn redrive_resolve_and_archive_from_the_command_line() {
         let refused = hookline(&events, &["dlq", "archive", "--file", &path_text]).await;
         assert!(!refused.status.success() && stderr(&refused).contains("exists already"));
     }
-    std::fs::remove_dir_all(&dir).expect("clean up");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -63,12 +63,11 @@ async fn credentials_from_put_reach_the_receiver_and_no_output_log_or_dlq_record
         .nth(1)
         .expect("key base64")
         .to_owned();
-    let dir = std::env::temp_dir().join(unique_name("cli-egress"));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let mut dir = tempfile::tempdir().expect("temp dir");
     let (cert_file, key_file, ca_file) = (
-        dir.join("client.pem"),
-        dir.join("client.key"),
-        dir.join("ca.pem"),
+        dir.path().join("client.pem"),
+        dir.path().join("client.key"),
+        dir.path().join("ca.pem"),
     );
     std::fs::write(&cert_file, &client.certificate_pem).expect("write");
     std::fs::write(&key_file, &client.key_pem).expect("write");
@@ -114,7 +113,7 @@ async fn credentials_from_put_reach_the_receiver_and_no_output_log_or_dlq_record
     assert!(json.status.success(), "{}", text(&json));
     outputs.push_str(&text(&json));
 
-    let config = dir.join("dispatcher.toml");
+    let config = dir.path().join("dispatcher.toml");
     std::fs::write(
         &config,
         format!(
@@ -127,7 +126,7 @@ async fn credentials_from_put_reach_the_receiver_and_no_output_log_or_dlq_record
         ),
     )
     .expect("config file");
-    let log_path = dir.join("dispatch.log");
+    let log_path = dir.path().join("dispatch.log");
     let log = std::fs::File::create(&log_path).expect("log file");
     let mut dispatch = hookline(&topics)
         .arg("dispatch")
@@ -158,10 +157,13 @@ async fn credentials_from_put_reach_the_receiver_and_no_output_log_or_dlq_record
     }
 
     let waiting = format!("the mTLS delivery (see {})", log_path.display());
+    // Kept if the delivery never comes: the failure names the log.
+    dir.disable_cleanup(true);
     let received = wait_until(DEADLINE, &waiting, || async {
         tls.received().into_iter().find(|r| r.path == "/hooks/mtls")
     })
     .await;
+    dir.disable_cleanup(false);
     assert_eq!(received.client_subject.as_deref(), Some("hookline-cli-e2e"));
     let bearer = format!("Bearer {token}");
     assert_eq!(received.header("authorization"), Some(bearer.as_str()));
@@ -192,5 +194,4 @@ async fn credentials_from_put_reach_the_receiver_and_no_output_log_or_dlq_record
         assert!(!haystack.contains(&token), "the token is in the {what}");
         assert!(!haystack.contains(&key_body), "the key is in the {what}");
     }
-    std::fs::remove_dir_all(&dir).expect("clean up");
 }

@@ -86,9 +86,8 @@ async fn disable_lists_why_and_enable_then_redrive_delivers_the_parked_record() 
         .await
         .expect("endpoint written");
 
-    let dir = std::env::temp_dir().join(unique_name("eplife"));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let config = dir.join("dispatcher.toml");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("dispatcher.toml");
     std::fs::write(
         &config,
         format!(
@@ -122,7 +121,7 @@ async fn disable_lists_why_and_enable_then_redrive_delivers_the_parked_record() 
     assert_eq!(json[0]["disabled_reason"], "manual: receiver moving");
     assert!(json[0]["disabled_at_ms"].as_i64().is_some_and(|at| at > 0));
 
-    let mut child = dispatcher("eplife", &topics, &config, &dir);
+    let mut child = dispatcher("eplife", &topics, &config, dir.path());
     let parked = event(&unique_name("parked"));
     publish(&producer, &topics.events, &parked).await;
     let dlq = read_all(&kafka, &topics.dlq, 1, DEADLINE).await;

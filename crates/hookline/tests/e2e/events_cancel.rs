@@ -45,9 +45,8 @@ async fn a_cancelled_event_is_parked_and_dlq_inspect_finds_it_by_reason() {
         .await
         .expect("endpoint written");
 
-    let dir = std::env::temp_dir().join(unique_name("evcancel"));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let config = dir.join("dispatcher.toml");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("dispatcher.toml");
     std::fs::write(
         &config,
         format!(
@@ -57,7 +56,7 @@ async fn a_cancelled_event_is_parked_and_dlq_inspect_finds_it_by_reason() {
         ),
     )
     .expect("config file");
-    let mut child = dispatcher("evcancel", &topics, &config, &dir);
+    let mut child = dispatcher("evcancel", &topics, &config, dir.path());
 
     let event = WebhookEvent {
         event_id: unique_name("order-paid"),

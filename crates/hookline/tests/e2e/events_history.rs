@@ -115,16 +115,15 @@ async fn show_tells_a_retried_parked_redriven_delivered_event_across_two_dispatc
         )
         .await
         .expect("endpoint written");
-    let dir = std::env::temp_dir().join(unique_name("evhist"));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dir = tempfile::tempdir().expect("temp dir");
     let group = unique_name("evhist-group");
 
     // Dispatcher A: two failed attempts (a retry through the 200ms tier), then the DLQ.
     let mut a = dispatcher(
         "disp-a",
         &topics,
-        &config_file(&dir, "disp-a", &group, &topics),
-        &dir,
+        &config_file(dir.path(), "disp-a", &group, &topics),
+        dir.path(),
     );
     let id = unique_name("evt");
     producer
@@ -146,8 +145,8 @@ async fn show_tells_a_retried_parked_redriven_delivered_event_across_two_dispatc
     let mut b = dispatcher(
         "disp-b",
         &topics,
-        &config_file(&dir, "disp-b", &group, &topics),
-        &dir,
+        &config_file(dir.path(), "disp-b", &group, &topics),
+        dir.path(),
     );
     let redrive = hookline(
         &topics.events,
@@ -446,14 +445,13 @@ async fn show_tells_a_tenant_event_with_its_fan_out_and_each_delivery() {
             .await
             .expect("endpoint written");
     }
-    let dir = std::env::temp_dir().join(unique_name("evfan"));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dir = tempfile::tempdir().expect("temp dir");
     let group = unique_name("evfan-group");
     let mut child = dispatcher(
         "disp-f",
         &topics,
-        &config_file(&dir, "disp-f", &group, &topics),
-        &dir,
+        &config_file(dir.path(), "disp-f", &group, &topics),
+        dir.path(),
     );
     let id = unique_name("evt-tenant");
     let value = serde_json::json!({

@@ -105,9 +105,8 @@ async fn tail_follows_only_the_matching_records() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn topics_create_gives_the_attempt_log_its_configured_retention() {
     let events = unique_name("evret");
-    let dir = std::env::temp_dir().join(unique_name("evret"));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let config = dir.join("dispatcher.toml");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("dispatcher.toml");
     std::fs::write(&config, "[attempts]\nretention_ms = 3600000\n").expect("config");
     let out = hookline(
         &events,

@@ -84,9 +84,8 @@ async fn killing_the_fanout_mid_stream_neither_loses_nor_doubles_nor_reorders() 
         written.expect("endpoint written");
     }
 
-    let dir = std::env::temp_dir().join(unique_name("fankill"));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let config = dir.join("hookline.toml");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("hookline.toml");
     std::fs::write(
         &config,
         format!(
@@ -124,9 +123,9 @@ max_batch_events = 1
         "dispatch",
         &topics,
         &config,
-        &dir,
+        dir.path(),
     );
-    let mut fanout = hookline(&["fanout"], "fanout-a", &topics, &config, &dir);
+    let mut fanout = hookline(&["fanout"], "fanout-a", &topics, &config, dir.path());
 
     let mut ids = Vec::new();
     for n in 0..EVENTS {
@@ -158,7 +157,7 @@ max_batch_events = 1
         at_kill < (ENDPOINTS * EVENTS) as i64,
         "the fan-out had finished ({at_kill} records) before the kill"
     );
-    let mut restarted = hookline(&["fanout"], "fanout-b", &topics, &config, &dir);
+    let mut restarted = hookline(&["fanout"], "fanout-b", &topics, &config, dir.path());
 
     let total = ENDPOINTS * EVENTS;
     wait_until(DEADLINE, "every endpoint served every event", || async {

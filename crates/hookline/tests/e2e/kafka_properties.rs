@@ -5,7 +5,7 @@
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
-use hookline_testkit::{kafka_settings, registry_settings, unique_name};
+use hookline_testkit::{kafka_settings, registry_settings};
 use tokio::process::Command;
 
 const DEADLINE: Duration = Duration::from_secs(30);
@@ -45,15 +45,17 @@ async fn dispatch_refuses_overrides_of_its_guarantees() {
     assert!(stderr.contains("cannot be set"), "{stderr}");
 
     // The same in the dispatcher's own config file.
-    let config = std::env::temp_dir().join(format!("{}.toml", unique_name("refused-props")));
+    let config = tempfile::Builder::new()
+        .suffix(".toml")
+        .tempfile()
+        .expect("a config file");
     std::fs::write(
-        &config,
+        config.path(),
         "[kafka.properties]\n\"isolation.level\" = \"read_uncommitted\"\n",
     )
     .expect("write config");
-    let path = config.to_string_lossy().into_owned();
+    let path = config.path().to_string_lossy().into_owned();
     let output = hookline(&["dispatch", "--config", &path]).await;
-    std::fs::remove_file(&config).expect("remove config");
     let stderr = refused(&output, "isolation.level");
     assert!(
         stderr.contains("kafka.properties.isolation.level"),

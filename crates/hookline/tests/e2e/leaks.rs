@@ -57,9 +57,8 @@ async fn url_tokens_and_config_secrets_stay_out_of_records_headers_and_logs() {
             .expect("endpoint written");
     }
 
-    let dir = std::env::temp_dir().join(unique_name("leaks"));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let config = dir.join("dispatcher.toml");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("dispatcher.toml");
     let tiers = topics.tiers_toml();
     std::fs::write(
         &config,
@@ -86,7 +85,7 @@ listen = "127.0.0.1:0"
         ),
     )
     .expect("config file");
-    let mut child = dispatcher("leaks", &topics, &config, &dir);
+    let mut child = dispatcher("leaks", &topics, &config, dir.path());
 
     let event = serde_json::json!({
         "event_id": unique_name("evt"), "event_type": "invoice.paid",
@@ -151,7 +150,7 @@ listen = "127.0.0.1:0"
 
     let status = terminate(&mut child).await;
     assert!(status.success(), "{status}");
-    let log = std::fs::read_to_string(dir.join("leaks.log")).expect("the dispatcher's log");
+    let log = std::fs::read_to_string(dir.path().join("leaks.log")).expect("the dispatcher's log");
     assert!(log.contains("parked in the DLQ"), "{log}");
     assert!(!log.contains("SECRETVALUE"), "{log}");
     let warning = log
@@ -232,9 +231,8 @@ async fn dlq_inspect_shows_terminal_escapes_escaped() {
 async fn a_mistyped_endpoints_file_stops_start_up_naming_the_field_not_the_secret() {
     let topics = TestTopics::new("leaks-file", &["200ms"]);
     topics.create(&kafka_settings(), 1).await;
-    let dir = std::env::temp_dir().join(unique_name("leaks-file"));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let endpoints = dir.join("endpoints.toml");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let endpoints = dir.path().join("endpoints.toml");
     std::fs::write(
         &endpoints,
         format!(
@@ -242,7 +240,7 @@ async fn a_mistyped_endpoints_file_stops_start_up_naming_the_field_not_the_secre
         ),
     )
     .expect("endpoints file");
-    let config = dir.join("dispatcher.toml");
+    let config = dir.path().join("dispatcher.toml");
     std::fs::write(
         &config,
         format!(
@@ -252,13 +250,13 @@ async fn a_mistyped_endpoints_file_stops_start_up_naming_the_field_not_the_secre
         ),
     )
     .expect("config file");
-    let mut child = dispatcher("leaks-file", &topics, &config, &dir);
+    let mut child = dispatcher("leaks-file", &topics, &config, dir.path());
     let status = tokio::time::timeout(DEADLINE, child.wait())
         .await
         .expect("it stops before the deadline")
         .expect("exit status");
     assert!(!status.success(), "{status}");
-    let log = std::fs::read_to_string(dir.join("leaks-file.log")).expect("its stderr");
+    let log = std::fs::read_to_string(dir.path().join("leaks-file.log")).expect("its stderr");
     assert!(
         log.contains(
             "`endpoints.ep-1.secrets`: invalid type, expected a sequence (line 3, column 11)"

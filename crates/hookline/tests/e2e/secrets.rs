@@ -316,8 +316,7 @@ async fn no_secret_reaches_a_log_a_metric_a_record_or_the_cli() {
     let kafka = kafka_settings();
     let topics = TestTopics::new("secrets", &["300ms"]);
     topics.create(&kafka, 1).await;
-    let dir = std::env::temp_dir().join(unique_name("secrets"));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dir = tempfile::tempdir().expect("temp dir");
     let mut produced = Produced::default();
     let kafka_password =
         std::fs::read_to_string(secure_password_file()).expect("the SCRAM password file");
@@ -333,7 +332,7 @@ async fn no_secret_reaches_a_log_a_metric_a_record_or_the_cli() {
 
     // Every secret reaches the CLI through a file, never its command line.
     let file_ref = |name: &str, value: &str| {
-        let path = dir.join(name);
+        let path = dir.path().join(name);
         std::fs::write(&path, value).expect("secret file");
         format!("${{file:{}}}", path.display())
     };
@@ -345,7 +344,7 @@ async fn no_secret_reaches_a_log_a_metric_a_record_or_the_cli() {
     let ok_url = file_ref("ok-url", &format!("{ok}?token={QUERY_OK}"));
     let fail_url = file_ref("fail-url", &format!("{fail}?token={QUERY_FAIL}"));
     let dead_url = file_ref("dead-url", &format!("{dead}?token={QUERY_DEAD}"));
-    let whsec_file = dir.join("whsec");
+    let whsec_file = dir.path().join("whsec");
     std::fs::write(&whsec_file, WHSEC).expect("secret file");
     let whsec_file = whsec_file.display().to_string();
     let ok_args = [
@@ -393,7 +392,7 @@ async fn no_secret_reaches_a_log_a_metric_a_record_or_the_cli() {
         .expect("bad config written");
 
     let admin_port = free_port();
-    let mut child = dispatcher(&connection, &mut produced, &dir, admin_port);
+    let mut child = dispatcher(&connection, &mut produced, dir.path(), admin_port);
     publish(&connection, &mut produced, "ep_ok", &[]).await;
     publish(&connection, &mut produced, "ep_fail", &[]).await;
     publish(&connection, &mut produced, "ep_dead", &[]).await;
@@ -457,7 +456,7 @@ async fn no_secret_reaches_a_log_a_metric_a_record_or_the_cli() {
     }
 
     assert!(terminate(&mut child).await.success());
-    let log = std::fs::read(dir.join("dispatcher.log")).expect("dispatcher log");
+    let log = std::fs::read(dir.path().join("dispatcher.log")).expect("dispatcher log");
     let text = String::from_utf8_lossy(&log);
     assert!(
         text.contains("DEBUG") && text.contains("ep_dead") && text.contains("ep_bad"),
@@ -466,5 +465,4 @@ async fn no_secret_reaches_a_log_a_metric_a_record_or_the_cli() {
     produced.add("dispatcher log", log);
     let leaks = produced.leaks();
     assert!(leaks.is_empty(), "secrets found:\n{}", leaks.join("\n"));
-    std::fs::remove_dir_all(&dir).ok();
 }

@@ -160,13 +160,12 @@ fn listings_show_public_keys_never_signing_keys() {
 fn credential_flags_read_files_and_references_and_list_shows_only_hints() {
     let pki = hookline_testkit::TestPki::new("cli test CA");
     let client = pki.client("cli-client");
-    let dir = std::env::temp_dir().join(format!("hookline-cli-creds-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let (cert, key) = (dir.join("client.pem"), dir.join("client.key"));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (cert, key) = (dir.path().join("client.pem"), dir.path().join("client.key"));
     std::fs::write(&cert, &client.certificate_pem).expect("write");
     std::fs::write(&key, &client.key_pem).expect("write");
     let token = "tok_cli_3f9a8b7c6d5e4f3a2b1c";
-    let token_file = dir.join("token");
+    let token_file = dir.path().join("token");
     std::fs::write(&token_file, format!("{token}\n")).expect("write");
     let reference = format!("${{file:{}}}", token_file.display());
     let config = put(&[
@@ -233,7 +232,6 @@ fn credential_flags_read_files_and_references_and_list_shows_only_hints() {
         .expect_err("unset")
         .to_string();
     assert!(error.contains("HOOKLINE_NO_SUCH_VAR_7Q"), "{error}");
-    std::fs::remove_dir_all(&dir).expect("clean up");
 }
 
 #[test]
@@ -275,9 +273,8 @@ fn put_can_allow_url_overrides() {
 
 #[test]
 fn url_and_header_values_may_come_from_references_kept_off_the_command_line() {
-    let dir = std::env::temp_dir().join(format!("hookline-cli-refs-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let (url_file, key_file) = (dir.join("url"), dir.join("key"));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (url_file, key_file) = (dir.path().join("url"), dir.path().join("key"));
     std::fs::write(&url_file, "https://b.example/hook?token=tok_URLSECRET\n").expect("write");
     std::fs::write(&key_file, "key_HEADERSECRET").expect("write");
     let url = format!("${{file:{}}}", url_file.display());
@@ -296,5 +293,4 @@ fn url_and_header_values_may_come_from_references_kept_off_the_command_line() {
         missing.starts_with("--header X-Api-Key: ") && missing.contains("HOOKLINE_NO_SUCH_VAR_3K"),
         "{missing}"
     );
-    std::fs::remove_dir_all(&dir).expect("clean up");
 }
