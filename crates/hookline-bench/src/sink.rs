@@ -7,7 +7,10 @@
 //! - `/slow` answers 204 after [`SLOW_MS`];
 //! - `/dead` never answers (the caller's timeout ends the request);
 //! - `/flaky?delay_ms=<n>` answers 503 to the first request of each delivery and 204 to the
-//!   next, whose lateness is its arrival less the first's plus `n` ms.
+//!   next, whose lateness is its arrival less the first's plus `n` ms;
+//! - `/neighbour?kind=<slow|hang|fail|throttle>` misbehaves as a noisy neighbour does
+//!   ([`Misbehaviour`]); its requests are counted apart and never as deliveries, so the
+//!   figures of a run stay those of its healthy endpoints.
 //!
 //! A delivery is its `webhook-id` plus the request's query string: the fan-out's and the
 //! many-endpoint scenario's endpoints are `/hook?ep=<i>`, and deliveries of one event to
@@ -23,8 +26,11 @@ use anyhow::Context as _;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
+use axum::http::header::RETRY_AFTER;
 use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use serde::Serialize;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -35,6 +41,55 @@ pub const SLOW_MS: u64 = 100;
 /// The event header the benchmark sets to when it published the event, in epoch
 /// microseconds; hookline passes an event's headers on to the HTTP request.
 pub const PUBLISHED_HEADER: &str = "x-bench-published-us";
+
+/// How long a slow neighbour takes to answer, in milliseconds.
+pub const NEIGHBOUR_SLOW_MS: u64 = 2_000;
+/// The `Retry-After` a throttling neighbour sends, in seconds.
+pub const NEIGHBOUR_RETRY_AFTER_S: u64 = 1;
+
+/// How a neighbour endpoint (the `/neighbour` route) misbehaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Misbehaviour {
+    /// Answers 204 after [`NEIGHBOUR_SLOW_MS`].
+    Slow,
+    /// Never answers: the caller's timeout ends the request.
+    Hang,
+    /// Answers 500 at once.
+    Fail,
+    /// Answers 429 with `Retry-After: 1` ([`NEIGHBOUR_RETRY_AFTER_S`]) at once.
+    Throttle,
+}
+
+impl Misbehaviour {
+    /// Every kind, in the order reports list them.
+    pub const ALL: [Misbehaviour; 4] = [
+        Misbehaviour::Slow,
+        Misbehaviour::Hang,
+        Misbehaviour::Fail,
+        Misbehaviour::Throttle,
+    ];
+
+    /// Its name, as in the route's query and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Misbehaviour::Slow => "slow",
+            Misbehaviour::Hang => "hang",
+            Misbehaviour::Fail => "fail",
+            Misbehaviour::Throttle => "throttle",
+        }
+    }
+
+    /// The kind a query string names (`kind=<name>`).
+    fn of_query(query: Option<&str>) -> Option<Misbehaviour> {
+        let name = query?
+            .split('&')
+            .find_map(|pair| pair.strip_prefix("kind="))?;
+        Misbehaviour::ALL
+            .into_iter()
+            .find(|kind| kind.name() == name)
+    }
+}
 
 /// What the sink saw since its last [`Sink::reset`].
 #[derive(Clone, Debug, Default)]
@@ -53,6 +108,10 @@ pub struct Seen {
     pub first_at: Option<Instant>,
     /// When the `target`-th distinct delivery arrived.
     pub all_at: Option<Instant>,
+    /// Requests to `/neighbour`, of any kind.
+    pub neighbour_requests: u64,
+    /// Of those, the ones answered 2xx (slow neighbours' answers).
+    pub neighbour_answered: u64,
 }
 
 #[derive(Default)]
@@ -123,6 +182,7 @@ impl Sink {
             .route("/slow", route(Route::Slow))
             .route("/dead", route(Route::Dead))
             .route("/flaky", route(Route::Flaky))
+            .route("/neighbour", post(neighbour))
             .with_state(Arc::clone(&shared));
         let server = tokio::spawn(async move {
             if let Err(error) = axum::serve(listener, app).await {
@@ -144,6 +204,15 @@ impl Sink {
     /// The URL of another route: `slow`, `dead` or `flaky`.
     pub fn route_url(&self, route: &str) -> String {
         format!("http://{}/{route}", self.addr)
+    }
+
+    /// The URL of neighbour endpoint `index` misbehaving as `kind`.
+    pub fn neighbour_url(&self, kind: Misbehaviour, index: u64) -> String {
+        format!(
+            "http://{}/neighbour?kind={}&ep={index}",
+            self.addr,
+            kind.name()
+        )
     }
 
     /// Forgets everything seen and waits for `target` distinct deliveries of ids starting
@@ -259,6 +328,26 @@ async fn receive(
     }
     shared.distinct.send_replace(tally.seen.distinct);
     StatusCode::NO_CONTENT
+}
+
+/// A neighbour's answer: counted apart from the deliveries, as its kind misbehaves. A
+/// query without a known kind hangs.
+async fn neighbour(State(shared): State<Arc<Shared>>, RawQuery(query): RawQuery) -> Response {
+    lock(&shared.tally).seen.neighbour_requests += 1;
+    match Misbehaviour::of_query(query.as_deref()).unwrap_or(Misbehaviour::Hang) {
+        Misbehaviour::Slow => {
+            tokio::time::sleep(Duration::from_millis(NEIGHBOUR_SLOW_MS)).await;
+            lock(&shared.tally).seen.neighbour_answered += 1;
+            StatusCode::NO_CONTENT.into_response()
+        }
+        Misbehaviour::Hang => std::future::pending().await,
+        Misbehaviour::Fail => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+        Misbehaviour::Throttle => (
+            StatusCode::TOO_MANY_REQUESTS,
+            [(RETRY_AFTER, NEIGHBOUR_RETRY_AFTER_S.to_string())],
+        )
+            .into_response(),
+    }
 }
 
 /// What makes a delivery distinct: the `webhook-id` alone without a query string, else

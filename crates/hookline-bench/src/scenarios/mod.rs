@@ -1,9 +1,10 @@
-//! `hookline-bench all`: the nine scenarios in one run, each on topics of its own, each
+//! `hookline-bench all`: the ten scenarios in one run, each on topics of its own, each
 //! against its baseline measured in the same run; a table, `results.json` and an SVG chart.
 //!
 //! 1 ceiling, 2 forwarder, 3 pipeline, then 6 isolation and 4 many endpoints (both compared
 //! with the pipeline) alternate over the rounds; the others run once: 5 slow (per in-flight
-//! limit), 7 retry timing, 8 fan-out, 9 latency under load.
+//! limit), 7 retry timing, 8 fan-out, 9 latency under load, 10 neighbours (a healthy
+//! endpoint beside misbehaving ones, against it alone).
 
 mod ceiling;
 mod direct;
@@ -11,6 +12,7 @@ mod fanout;
 mod isolation;
 mod latency;
 mod many;
+mod neighbours;
 mod retry_timing;
 mod slow;
 
@@ -28,7 +30,7 @@ use crate::broker::Broker;
 use crate::contest::{Ctx, Measured, hookline_overrides, note};
 use crate::machine::{Machine, Versions};
 use crate::results::{Results, ScenarioResult};
-use crate::sink::Sink;
+use crate::sink::{Misbehaviour, Sink};
 
 /// Options of `hookline-bench all`.
 #[derive(Debug, clap::Args)]
@@ -45,7 +47,7 @@ pub struct AllArgs {
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=20))]
     pub rounds: Option<u32>,
     /// Run only these scenarios (comma-separated: ceiling, forwarder, pipeline, many,
-    /// slow, isolation, retry, fanout, latency); the ratios need the first three.
+    /// slow, isolation, retry, fanout, latency, neighbours); the ratios need the first three.
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// Where `results.json`, `results.txt` and `results.svg` go.
@@ -116,6 +118,16 @@ pub struct Sizes {
     pub latency_rate_per_s: u64,
     /// Latency under load: seconds.
     pub latency_seconds: u64,
+    /// Neighbours: the kinds of misbehaviour swept.
+    pub neighbours_kinds: Vec<Misbehaviour>,
+    /// Neighbours: the counts of misbehaving endpoints swept (besides none).
+    pub neighbours_counts: Vec<u64>,
+    /// Neighbours: the misbehaving endpoints' backlog, events.
+    pub neighbours_backlog: u64,
+    /// Neighbours: the stream's events per second (a third of them misbehaving endpoints').
+    pub neighbours_rate_per_s: u64,
+    /// Neighbours: the stream's seconds.
+    pub neighbours_seconds: u64,
 }
 
 impl Sizes {
@@ -141,6 +153,11 @@ impl Sizes {
                 fanout_endpoints: 10,
                 latency_rate_per_s: 200,
                 latency_seconds: 2,
+                neighbours_kinds: vec![Misbehaviour::Slow],
+                neighbours_counts: vec![20],
+                neighbours_backlog: 40,
+                neighbours_rate_per_s: 150,
+                neighbours_seconds: 2,
             }
         } else {
             Sizes {
@@ -162,6 +179,11 @@ impl Sizes {
                 fanout_endpoints: 100,
                 latency_rate_per_s: 2_000,
                 latency_seconds: 60,
+                neighbours_kinds: Misbehaviour::ALL.to_vec(),
+                neighbours_counts: vec![20, 100, 1_000],
+                neighbours_backlog: 5_000,
+                neighbours_rate_per_s: 1_500,
+                neighbours_seconds: 10,
             }
         }
     }
@@ -343,6 +365,20 @@ async fn all(ctx: &ScenarioCtx<'_>, only: &[String]) -> anyhow::Result<Vec<Scena
     }
     if wanted(only, "latency") {
         scenarios.push(logged("latency", 1, latency::run(ctx).await)?);
+    }
+    if wanted(only, "neighbours") {
+        let mut points = vec![logged(
+            "neighbours",
+            0,
+            neighbours::measure(ctx, Misbehaviour::Slow, 0).await,
+        )?];
+        for &kind in &ctx.sizes.neighbours_kinds {
+            for &count in &ctx.sizes.neighbours_counts {
+                let point = neighbours::measure(ctx, kind, count).await;
+                points.push(logged("neighbours", u32::try_from(count)?, point)?);
+            }
+        }
+        scenarios.extend(neighbours::results(points));
     }
     Ok(scenarios)
 }

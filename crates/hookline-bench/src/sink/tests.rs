@@ -142,3 +142,46 @@ async fn dead_never_answers() {
     let seen = sink.seen();
     assert_eq!((seen.requests, seen.distinct), (1, 0));
 }
+
+#[tokio::test]
+async fn neighbours_misbehave_by_kind_and_are_counted_apart() {
+    let sink = Sink::start().await.expect("sink");
+    sink.reset(1, "run-");
+    let client = client();
+    let status = |kind| {
+        let client = client.clone();
+        let url = sink.neighbour_url(kind, 7);
+        async move { post(&client, &url, Some("run-a")).await }
+    };
+    assert_eq!(
+        status(Misbehaviour::Fail).await.expect("answered"),
+        StatusCode::INTERNAL_SERVER_ERROR
+    );
+    let throttled = client
+        .post(sink.neighbour_url(Misbehaviour::Throttle, 7))
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(throttled.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(throttled.headers()["retry-after"], "1");
+    assert_eq!(
+        status(Misbehaviour::Slow).await.expect("answered"),
+        StatusCode::NO_CONTENT
+    );
+    let hung = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_millis(200))
+        .build()
+        .expect("client")
+        .post(sink.neighbour_url(Misbehaviour::Hang, 7))
+        .send()
+        .await;
+    assert!(hung.is_err_and(|error| error.is_timeout()));
+    let seen = sink.seen();
+    assert_eq!((seen.neighbour_requests, seen.neighbour_answered), (4, 1));
+    assert_eq!(
+        (seen.requests, seen.distinct),
+        (0, 0),
+        "no delivery counted"
+    );
+}
