@@ -11,15 +11,14 @@ use hookline_core::policy::RetryConfig;
 use hookline_kafka::{Compatibility, KafkaSettings, RegistrySettings};
 use serde::{Deserialize, Serialize};
 
-pub use crate::attempts::AttemptsConfig;
-pub use crate::cancellations::CancellationsConfig;
-pub use crate::endpoints::LifecycleConfig;
-pub use crate::fanout::FanoutConfig;
-pub use crate::operator::OperatorWebhooksConfig;
+pub use attempts::AttemptsConfig;
+pub use cancellations::CancellationsConfig;
+pub use fanout::FanoutConfig;
 pub use ledger::LedgerConfig;
+pub use lifecycle::LifecycleConfig;
+pub use operator::{NoticeType, OperatorWebhooksConfig};
 pub use outbound::OutboundConfig;
-
-pub use crate::telemetry::TelemetryConfig;
+pub use telemetry::TelemetryConfig;
 
 use crate::error::{DispatchError, Result};
 
@@ -573,8 +572,14 @@ mod tests {
     }
 }
 
+mod attempts;
+mod cancellations;
+mod fanout;
 mod ledger;
+mod lifecycle;
+mod operator;
 mod outbound;
+mod telemetry;
 
 #[cfg(test)]
 pub(crate) mod fuzz;

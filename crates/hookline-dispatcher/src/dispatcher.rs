@@ -17,7 +17,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::admin::{self, Readiness};
+use crate::admin;
 use crate::attempts;
 use crate::cancellations::CancellationSet;
 use crate::config::GroupProtocol;
@@ -31,6 +31,7 @@ use crate::http::{ClientFactory, HttpSender};
 use crate::metrics::Metrics;
 use crate::operator::{self, Operator};
 use crate::poll::{DispatchConsumer, lag_gauge, run_loop};
+use crate::readiness::Readiness;
 use crate::settings::Settings;
 use crate::shared::Shared;
 use crate::telemetry::Telemetry;

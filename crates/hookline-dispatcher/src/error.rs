@@ -1,8 +1,11 @@
-//! Errors that stop a dispatcher from starting or running.
+//! Errors that stop a dispatcher from starting or running, and those of its parts that
+//! they carry: the delivery ledger's and the HTTP client's.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use rdkafka::error::KafkaError;
+use redis::RedisError;
 
 /// A `Result` with [`DispatchError`].
 pub type Result<T, E = DispatchError> = std::result::Result<T, E>;
@@ -61,11 +64,11 @@ pub enum DispatchError {
         url: String,
         /// What failed.
         #[source]
-        source: crate::ledger::LedgerError,
+        source: LedgerError,
     },
     /// The HTTP client could not be built.
     #[error("building the HTTP client")]
-    Http(#[source] crate::http::ClientError),
+    Http(#[source] ClientError),
     /// Shutdown was asked for before the dispatcher finished starting.
     #[error("shut down during start-up")]
     ShutdownDuringStartup,
@@ -86,6 +89,106 @@ impl DispatchError {
         DispatchError::Config {
             field: field.to_owned(),
             reason: reason.into(),
+        }
+    }
+}
+
+/// Why a client could not be built: the TLS library refused its connector (its roots or
+/// identity).
+#[derive(Debug, thiserror::Error)]
+#[error("building the TLS connector: {0}")]
+pub struct ClientError(#[from] native_tls::Error);
+
+/// A `Result` with [`LedgerError`].
+pub type LedgerResult<T> = std::result::Result<T, LedgerError>;
+
+/// Why the ledger could not answer.
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    /// The ledger's URL is not a Redis URL.
+    #[error("{url} is not a Redis URL: {source}")]
+    BadUrl {
+        /// The URL, password hidden.
+        url: String,
+        /// The client's parse error.
+        #[source]
+        source: RedisError,
+    },
+    /// Redis answered a command with an error, or the connection failed.
+    #[error("redis {op} failed: {source}")]
+    Redis {
+        /// The command.
+        op: &'static str,
+        /// The client's error.
+        #[source]
+        source: RedisError,
+    },
+    /// Redis did not answer in time.
+    #[error("redis {op} got no answer within {after:?}")]
+    Timeout {
+        /// The command.
+        op: &'static str,
+        /// The configured timeout.
+        after: Duration,
+    },
+    /// Redis answered, but not what the command answers.
+    #[error("redis {op} answered {answer:?}")]
+    Unexpected {
+        /// The command.
+        op: &'static str,
+        /// What it answered.
+        answer: String,
+    },
+    /// A PostgreSQL statement failed, or no connection could be had.
+    #[error("postgres {op} failed: {source}")]
+    Postgres {
+        /// The step (`claim`, `finish`, `release`, `retention`, `connect`).
+        op: &'static str,
+        /// The client's error (it never holds the URL).
+        #[source]
+        source: sqlx::Error,
+    },
+    /// PostgreSQL did not answer in time.
+    #[error("postgres {op} got no answer within {after:?}")]
+    PostgresTimeout {
+        /// The step.
+        op: &'static str,
+        /// The configured timeout.
+        after: Duration,
+    },
+    /// The ledger's tables could not be created or brought up to date.
+    #[error("postgres migrations failed: {source}")]
+    Migrate {
+        /// The migrator's error.
+        #[source]
+        source: sqlx::migrate::MigrateError,
+    },
+}
+
+impl LedgerError {
+    /// The failing command, a low-cardinality label.
+    pub fn op(&self) -> &'static str {
+        match self {
+            LedgerError::BadUrl { .. } => "connect",
+            LedgerError::Migrate { .. } => "migrate",
+            LedgerError::Redis { op, .. }
+            | LedgerError::Timeout { op, .. }
+            | LedgerError::Unexpected { op, .. }
+            | LedgerError::Postgres { op, .. }
+            | LedgerError::PostgresTimeout { op, .. } => op,
+        }
+    }
+
+    /// The store that failed, a label: `redis` or `postgres`.
+    pub fn store(&self) -> &'static str {
+        match self {
+            LedgerError::BadUrl { .. }
+            | LedgerError::Redis { .. }
+            | LedgerError::Timeout { .. }
+            | LedgerError::Unexpected { .. } => "redis",
+            LedgerError::Postgres { .. }
+            | LedgerError::PostgresTimeout { .. }
+            | LedgerError::Migrate { .. } => "postgres",
         }
     }
 }

@@ -4,17 +4,10 @@
 //! Follow one record: `poll` takes it in (`delivery::intake`), `delivery` runs its stages
 //! (decode, validate, admit, attempt, decide, write), `shared` finishes its offset.
 
-/// The hash map of the lookups on the delivery path (partitions, strict-order chains,
-/// endpoints by id), several per delivery: foldhash's hasher, seeded per process, instead
-/// of std's SipHash.
-type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
-
-/// The hash set beside [`FastMap`], with the same hasher.
-type FastSet<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;
-
 mod admin;
 mod attempts;
 mod cancellations;
+mod clock;
 mod compacted;
 mod config;
 mod context;
@@ -25,6 +18,7 @@ mod envelope;
 mod error;
 mod events;
 mod fanout;
+mod fast;
 mod http;
 mod ledger;
 mod metrics;
@@ -32,23 +26,25 @@ mod offsets;
 mod operator;
 mod poll;
 mod pressure;
+mod readiness;
 mod record;
 mod settings;
 mod shared;
+mod signals;
 mod telemetry;
 
-pub use admin::Readiness;
-pub use cancellations::{CancellationsConfig, CancellationsSettings};
 pub use config::{
-    AdminConfig, BreakerConfig, ConcurrencyConfig, DispatcherConfig, GroupProtocol, HttpConfig,
-    LedgerConfig, OutboundConfig, TopicsConfig,
+    AdminConfig, BreakerConfig, CancellationsConfig, ConcurrencyConfig, DispatcherConfig,
+    FanoutConfig, GroupProtocol, HttpConfig, LedgerConfig, NoticeType, OperatorWebhooksConfig,
+    OutboundConfig, TelemetryConfig, TopicsConfig,
 };
 pub use dispatcher::{Running, start, start_fanout};
-pub use error::{DispatchError, Result};
-pub use fanout::{FanoutConfig, FanoutSettings};
+pub use error::{DispatchError, LedgerError, Result};
 pub use http::{TlsError, endpoint_tls};
-pub use ledger::{LedgerError, LedgerSettings, PgSettings, RedisSettings, Terminal};
+pub use ledger::Terminal;
 pub use metrics::{Metrics, Totals};
-pub use operator::{NoticeType, OperatorWebhooksConfig, OperatorWebhooksSettings};
-pub use settings::Settings;
-pub use telemetry::{TelemetryConfig, TelemetrySettings};
+pub use readiness::Readiness;
+pub use settings::{
+    CancellationsSettings, FanoutSettings, LedgerSettings, OperatorWebhooksSettings, PgSettings,
+    RedisSettings, Settings, TelemetrySettings,
+};

@@ -15,10 +15,15 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::attempts::AttemptLogMetrics;
-use crate::endpoints::lifecycle::LifecycleMetrics;
-use crate::fanout::FanoutMetrics;
-use crate::operator::OperatorMetrics;
+mod attempts;
+mod fanout;
+mod lifecycle;
+mod operator;
+
+pub(crate) use attempts::{AttemptLogMetrics, Dropped};
+pub(crate) use fanout::{FanoutMetrics, FanoutOutcome};
+pub(crate) use lifecycle::LifecycleMetrics;
+pub(crate) use operator::OperatorMetrics;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StatusLabel {

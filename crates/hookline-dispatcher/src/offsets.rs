@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use crate::FastMap;
+use crate::fast::FastMap;
 
 /// A topic and partition.
 pub type PartitionKey = (std::sync::Arc<str>, i32);

@@ -19,10 +19,11 @@ use tokio::sync::{Semaphore, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::FastMap;
+use crate::clock::now_ms;
 use crate::context::{DispatchContext, commit};
-use crate::delivery::{self, Ctx, Delivery, Intake, now_ms};
+use crate::delivery::{self, Ctx, Delivery, Intake};
 use crate::error::{DispatchError, Result};
+use crate::fast::FastMap;
 use crate::metrics::Metrics;
 use crate::offsets::PartitionKey;
 use crate::pressure::Hold;

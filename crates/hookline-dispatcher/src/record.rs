@@ -8,7 +8,7 @@ use hookline_core::headers::{PUBLISHED_AT, REDRIVEN_FROM, is_delivery_header};
 use hookline_kafka::read_headers;
 use rdkafka::message::{BorrowedMessage, Message};
 
-use crate::FastSet;
+use crate::fast::FastSet;
 use crate::offsets::PartitionKey;
 
 /// The most bytes of a `hookline-redriven-from` value the attempt log keeps.

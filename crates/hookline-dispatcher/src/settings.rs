@@ -1,6 +1,16 @@
 //! The dispatcher's validated runtime settings: [`DispatcherConfig`] converted once, every
 //! field checked (naming the field at fault), durations and policies built.
 
+mod attempts;
+mod cancellations;
+mod check;
+mod fanout;
+mod ledger;
+mod lifecycle;
+mod operator;
+mod outbound;
+mod telemetry;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -13,12 +23,17 @@ use hookline_kafka::{Compatibility, KafkaSettings, RegistrySettings};
 use hyper::header::HeaderValue;
 use tokio::sync::Semaphore;
 
-use crate::attempts::AttemptsSettings;
 use crate::config::{BreakerConfig, DispatcherConfig, GroupProtocol};
 use crate::error::{DispatchError, Result};
-use crate::fanout::FanoutSettings;
-use crate::ledger::LedgerSettings;
-use crate::telemetry::TelemetrySettings;
+use check::{at_most, non_empty, positive};
+
+pub use attempts::AttemptsSettings;
+pub use cancellations::CancellationsSettings;
+pub use fanout::FanoutSettings;
+pub use ledger::{LedgerSettings, PgSettings, RedisSettings};
+pub use lifecycle::LifecycleSettings;
+pub use operator::OperatorWebhooksSettings;
+pub use telemetry::TelemetrySettings;
 
 impl DispatcherConfig {
     /// Validates every field and converts durations and policies, naming the field at fault.
@@ -352,33 +367,6 @@ impl Settings {
     }
 }
 
-fn non_empty(field: &str, value: &str) -> Result<()> {
-    if value.trim().is_empty() {
-        Err(DispatchError::config(field, "must not be empty"))
-    } else {
-        Ok(())
-    }
-}
-
-pub(crate) fn positive(field: &str, value: u64) -> Result<()> {
-    if value == 0 {
-        Err(DispatchError::config(field, "must be at least 1"))
-    } else {
-        Ok(())
-    }
-}
-
-fn at_most(field: &str, value: usize, max: usize) -> Result<()> {
-    if value > max {
-        Err(DispatchError::config(
-            field,
-            format!("must be at most {max}"),
-        ))
-    } else {
-        Ok(())
-    }
-}
-
 fn default_dispatcher_id() -> String {
     let host = std::env::var("HOSTNAME")
         .ok()
@@ -468,9 +456,9 @@ pub struct Settings {
     /// The delivery ledger, when configured.
     pub ledger: Option<LedgerSettings>,
     /// When endpoints are disabled by the dispatcher itself.
-    pub lifecycle: crate::endpoints::LifecycleSettings,
+    pub lifecycle: LifecycleSettings,
     /// Cancellations.
-    pub cancellations: crate::cancellations::CancellationsSettings,
+    pub cancellations: CancellationsSettings,
     /// The operational webhooks, when an operator endpoint is configured.
-    pub operator_webhooks: Option<crate::operator::OperatorWebhooksSettings>,
+    pub operator_webhooks: Option<OperatorWebhooksSettings>,
 }

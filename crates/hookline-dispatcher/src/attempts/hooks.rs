@@ -1,5 +1,7 @@
 //! The attempt log's records, built where delivery and fan-out learn an outcome. Each
-//! builds one record and hands it over without waiting.
+//! builds one record and hands it over without waiting. The record of a delivery's outcome,
+//! which reads the delivery's job, is built by the delivery stage (`delivery::hooks`) from
+//! the helpers here.
 
 use hookline_core::attempt_log::{AttemptKind, AttemptRecord};
 use hookline_core::headers::TRACEPARENT;
@@ -7,12 +9,17 @@ use hookline_core::trace::trace_id_of;
 use hookline_core::{Classification, WebhookEvent};
 
 use super::AttemptLog;
-use crate::delivery::{Job, now_ms};
-use crate::events::Outcome;
+use crate::clock::now_ms;
 use crate::http::Attempt;
 use crate::record::SourceRecord;
 
-fn base(log: &AttemptLog, event_id: String, kind: AttemptKind, attempt: u32) -> AttemptRecord {
+/// A record of `kind` about `event_id`, stamped now, with nothing else filled in.
+pub(crate) fn base(
+    log: &AttemptLog,
+    event_id: String,
+    kind: AttemptKind,
+    attempt: u32,
+) -> AttemptRecord {
     AttemptRecord {
         event_id,
         tenant_id: None,
@@ -36,7 +43,7 @@ fn base(log: &AttemptLog, event_id: String, kind: AttemptKind, attempt: u32) -> 
 
 /// The provenance a record of `source` carries: when the event was first published, and
 /// the DLQ record it was redriven from.
-fn provenance(record: &mut AttemptRecord, source: &SourceRecord) {
+pub(crate) fn provenance(record: &mut AttemptRecord, source: &SourceRecord) {
     record.published_at_ms = source.published_at_ms();
     record.redriven_from = source.redriven_from();
 }
@@ -78,32 +85,6 @@ pub(crate) fn attempt(
     log.push(record);
 }
 
-/// Logs where a delivery went after its attempts: a retry tier, a deferral, the DLQ.
-/// Deliveries (the attempt record says it), duplicates and hops are not logged.
-pub(crate) fn outcome(log: &AttemptLog, job: &Job<'_>, source: &SourceRecord, outcome: &Outcome) {
-    if !log.enabled() {
-        return;
-    }
-    let (kind, tier, reason) = match outcome {
-        Outcome::Delivered { .. } | Outcome::DuplicateSuppressed | Outcome::Hopped { .. } => {
-            return;
-        }
-        Outcome::RetryScheduled { tier, reason, .. } => {
-            (AttemptKind::RetryScheduled, Some(tier.clone()), *reason)
-        }
-        Outcome::Deferred { tier, why } => (AttemptKind::Deferred, Some(tier.clone()), *why),
-        Outcome::Parked { reason, .. } => (AttemptKind::Parked, None, reason.code()),
-    };
-    let mut record = base(log, job.event_id(), kind, job.meta.attempt);
-    record.tenant_id = job.event.as_ref().and_then(|e| e.tenant_id.clone());
-    record.endpoint_id = job.endpoint_id(source);
-    record.tier = tier;
-    record.reason = Some(reason.to_owned());
-    record.trace_id = trace_of(source);
-    provenance(&mut record, source);
-    log.push(record);
-}
-
 /// Logs that tenant event `event` became `deliveries` deliveries.
 pub(crate) fn fanned_out(
     log: &AttemptLog,
@@ -122,7 +103,8 @@ pub(crate) fn fanned_out(
     log.push(record);
 }
 
-fn trace_of(source: &SourceRecord) -> Option<String> {
+/// The trace id of the W3C `traceparent` header `source` carries, if any.
+pub(crate) fn trace_of(source: &SourceRecord) -> Option<String> {
     source
         .header(TRACEPARENT)
         .and_then(|value| std::str::from_utf8(value).ok())

@@ -3,11 +3,7 @@
 //! whose queue is bounded, so that delivery never waits for it (a full queue drops the
 //! record and counts it).
 
-mod config;
 pub(crate) mod hooks;
-mod metrics;
 mod writer;
 
-pub use config::{AttemptsConfig, AttemptsSettings};
-pub(crate) use metrics::AttemptLogMetrics;
 pub(crate) use writer::{AttemptLog, register_attempt_schema, start};

@@ -18,8 +18,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::metrics::{AttemptLogMetrics, Dropped};
 use crate::error::{DispatchError, Result};
+use crate::metrics::{AttemptLogMetrics, Dropped};
 use crate::settings::Settings;
 
 /// How long the log waits after shutdown for the last records' acknowledgements, beyond

@@ -3,8 +3,8 @@
 //! forgotten once a minute.
 
 use super::set::CancellationSet;
+use crate::clock::now_ms;
 use crate::compacted::Records;
-use crate::delivery::now_ms;
 
 impl Records for CancellationSet {
     const WHAT: &'static str = "cancellations";

@@ -5,10 +5,8 @@
 //! without an attempt.
 
 mod check;
-mod config;
 mod follower;
 mod set;
 
 pub(crate) use check::{before_attempt, before_fanout, retry_past_deadline};
-pub use config::{CancellationsConfig, CancellationsSettings};
 pub(crate) use set::CancellationSet;

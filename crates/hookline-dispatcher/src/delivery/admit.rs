@@ -15,8 +15,8 @@ use hookline_core::breaker::{Admission, CircuitBreaker};
 use hookline_core::classify::Classification;
 use tokio::sync::{AcquireError, OwnedSemaphorePermit};
 
+use super::ctx::{Ctx, Delivery, Halt};
 use super::validate::Target;
-use super::{Ctx, Delivery, Halt};
 use crate::endpoints::Endpoint;
 use crate::metrics::Metrics;
 use crate::operator::{Operator, hooks};

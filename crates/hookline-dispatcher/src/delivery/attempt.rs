@@ -3,8 +3,9 @@
 
 use hookline_core::WebhookEvent;
 
+use super::ctx::Ctx;
 use super::validate::Target;
-use super::{Ctx, now_ms};
+use crate::clock::now_ms;
 use crate::endpoints::Endpoint;
 use crate::http::{Attempt, RequestParts, build_request};
 use crate::telemetry::DeliverySpan;

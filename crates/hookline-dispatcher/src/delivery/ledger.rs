@@ -8,10 +8,12 @@ use std::time::Duration;
 use hookline_core::WebhookEvent;
 use tokio_util::task::TaskTracker;
 
+use super::ctx::Ctx;
 use super::validate::Target;
-use super::{Ctx, Job, now_ms};
+use crate::clock::now_ms;
+use crate::error::LedgerError;
 use crate::events::Outcome;
-use crate::ledger::{Claim, LedgerError, PgLedger, Terminal};
+use crate::ledger::{Claim, PgLedger, Terminal};
 use crate::metrics::Metrics;
 
 /// What the ledger says about a copy about to be delivered.
@@ -157,10 +159,16 @@ pub(crate) async fn remember_delivered(ctx: &Ctx, target: &Target, event: &Webho
     }
 }
 
-/// Tells PostgreSQL how the delivery ended (`None`: abandoned): a durable outcome is
-/// recorded, anything else gives the lease back so that the next copy goes at once.
-pub(crate) async fn settle(job: &mut Job<'_>, outcome: Option<&Outcome>) {
-    let Some(ticket) = &mut job.ledger else {
+/// Tells PostgreSQL how the delivery in `ticket` ended (`None`: abandoned), after
+/// `attempts` attempts, the last answered with `last_status`: a durable outcome is recorded,
+/// anything else gives the lease back so that the next copy goes at once.
+pub(crate) async fn settle(
+    ticket: &mut Option<Ticket<'_>>,
+    attempts: u32,
+    last_status: Option<u16>,
+    outcome: Option<&Outcome>,
+) {
+    let Some(ticket) = ticket else {
         return;
     };
     // Settled here, whatever PostgreSQL answers: the drop has nothing left to give back.
@@ -187,8 +195,8 @@ pub(crate) async fn settle(job: &mut Job<'_>, outcome: Option<&Outcome>) {
                 &event_id,
                 token.as_deref(),
                 terminal,
-                job.meta.attempt,
-                job.last_status,
+                attempts,
+                last_status,
             )
             .await
             .map(|_| ()),

@@ -6,12 +6,16 @@
 
 mod admit;
 mod attempt;
+mod ctx;
 mod decode;
+mod hooks;
+mod intake;
+mod job;
 mod ledger;
 mod validate;
 mod write;
+mod writer;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use hookline_core::WebhookEvent;
@@ -19,154 +23,21 @@ use hookline_core::classify::classify;
 use hookline_core::decision::{self, Decision, RetryState};
 use hookline_core::envelope::ErrorReason;
 use hookline_core::headers::{DeliveryMeta, TRACEPARENT};
-use hookline_core::policy::RetryPolicy;
 use opentelemetry::KeyValue;
-use tokio::sync::Semaphore;
 
-pub(crate) use decode::{Intake, intake};
-pub(crate) use write::{Abandoned, Writer};
+pub(crate) use ctx::{Ctx, Delivery};
+pub(crate) use intake::{Intake, intake};
+pub(crate) use writer::{Abandoned, Writer};
+
+use ctx::Halt;
+use job::Job;
 
 use crate::attempts;
-use crate::cancellations::{self, CancellationSet};
-use crate::endpoints::lifecycle::EndpointLifecycle;
-use crate::endpoints::{Endpoint, EndpointTable};
+use crate::cancellations;
+use crate::clock::now_ms;
 use crate::envelope::Failure;
 use crate::events::{Lifecycle, Outcome, Step};
-use crate::http::HttpSender;
-use crate::ledger::Ledger as LedgerStores;
-use crate::metrics::Metrics;
-use crate::record::SourceRecord;
-use crate::settings::Settings;
-use crate::shared::PartitionSignals;
-use crate::telemetry::{DeliverySpan, Telemetry};
-
-/// The wall clock in epoch milliseconds (0 before 1970, saturated far in the future).
-pub(crate) fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
-/// Everything a delivery needs, shared by all of them.
-pub(crate) struct Ctx {
-    pub settings: Arc<Settings>,
-    pub registry: Arc<hookline_kafka::Registry>,
-    pub endpoints: Arc<EndpointTable>,
-    pub http: HttpSender,
-    pub writer: Writer,
-    /// The attempt log (never waited for).
-    pub attempt_log: crate::attempts::AttemptLog,
-    /// The delivery ledger, when configured.
-    pub ledger: Option<LedgerStores>,
-    pub metrics: Metrics,
-    /// Attempts running at once, over all endpoints.
-    pub global: Arc<Semaphore>,
-    /// Who the poll loop holds back for want of a pending place.
-    pub pressure: crate::pressure::Pressure,
-    /// Trace export (spans of deliveries and attempts), when configured.
-    pub telemetry: Telemetry,
-    /// Disables endpoints that are gone or keep failing.
-    pub lifecycle: EndpointLifecycle,
-    /// The cancellations known (empty when they are not read).
-    pub cancellations: Arc<CancellationSet>,
-    /// Operational webhooks (never waited for).
-    pub operator: crate::operator::Operator,
-}
-
-/// One record handed to a delivery task by the poll loop.
-pub(crate) struct Delivery {
-    pub record: SourceRecord,
-    /// What intake read from its headers (never `NotDue`: those are not handed over).
-    pub intake: Intake,
-    /// What its partition's deliveries are told: to stop (revoked and not drained in time,
-    /// or the shutdown grace period over), or, for the record holding the partition's
-    /// commit position too long, to move on to a tier instead of waiting on.
-    pub partition: Arc<PartitionSignals>,
-    /// The endpoint its key names, looked up once at intake (`None`: unknown, or the key is
-    /// not an endpoint id).
-    pub endpoint: Option<Arc<Endpoint>>,
-}
-
-impl Delivery {
-    /// Returns once this record is told to move on to a tier.
-    pub async fn moved_on(&self) {
-        self.partition.moved_on(self.record.offset).await;
-    }
-}
-
-/// Why a delivery stops before an outcome of its own.
-pub(crate) enum Halt {
-    /// Rejected before any attempt (malformed, unknown endpoint, blocked URL...): the DLQ.
-    Reject(Failure),
-    /// Given up after an attempt: the DLQ.
-    Park(Failure),
-    /// Put off without an attempt: a tier, for about `wait`.
-    Defer {
-        /// Why (a low-cardinality label).
-        why: &'static str,
-        /// How long it should wait.
-        wait: Duration,
-    },
-    /// Stopped: nothing was made durable, the offset stays uncommitted.
-    Abandoned,
-}
-
-impl From<Abandoned> for Halt {
-    fn from(_: Abandoned) -> Self {
-        Halt::Abandoned
-    }
-}
-
-/// What a delivery learnt on its way, for whatever outcome it reaches.
-pub(crate) struct Job<'a> {
-    /// The retry state: as read from a tier record, then as after the last attempt.
-    pub meta: DeliveryMeta,
-    /// The decoded event, once decoded.
-    pub event: Option<WebhookEvent>,
-    /// The URL delivered to, once chosen.
-    pub url: Option<String>,
-    /// The retry policy: the dispatcher's, then the endpoint's once it is known.
-    pub retry: RetryPolicy,
-    pub life: Lifecycle<'a>,
-    /// The delivery's exported span.
-    pub trace: DeliverySpan,
-    /// The PostgreSQL ledger's row and lease, once the ledger let the delivery go on.
-    pub ledger: Option<ledger::Ticket<'a>>,
-    /// The HTTP status of the last attempt, if it got one.
-    pub last_status: Option<u16>,
-}
-
-impl Job<'_> {
-    /// The event's id; for a record never decoded, the id derived from its place, as its DLQ
-    /// envelope names it.
-    pub(crate) fn event_id(&self) -> String {
-        self.event.as_ref().map_or_else(
-            || {
-                let meta = &self.meta;
-                hookline_core::envelope::derived_event_id(
-                    &meta.original_topic,
-                    meta.original_partition,
-                    meta.original_offset,
-                )
-            },
-            |event| event.event_id.clone(),
-        )
-    }
-
-    /// The endpoint: the event's, else the record's key (a record never decoded).
-    pub(crate) fn endpoint_id(&self, source: &SourceRecord) -> Option<String> {
-        self.event
-            .as_ref()
-            .and_then(|event| event.endpoint_id.clone())
-            .or_else(|| {
-                source
-                    .key
-                    .as_deref()
-                    .and_then(|key| std::str::from_utf8(key).ok())
-                    .map(str::to_owned)
-            })
-    }
-}
+use crate::telemetry::DeliverySpan;
 
 /// Delivers one record to a durable outcome (or abandons it), and emits that outcome.
 #[tracing::instrument(name = "delivery", skip_all, fields(
@@ -210,9 +81,15 @@ pub(crate) async fn run(ctx: &Ctx, delivery: &Delivery) -> Result<Outcome, Aband
         }
     };
     // Whatever the end, the PostgreSQL ledger learns it (a lease is never left behind).
-    ledger::settle(&mut job, result.as_ref().ok()).await;
+    ledger::settle(
+        &mut job.ledger,
+        job.meta.attempt,
+        job.last_status,
+        result.as_ref().ok(),
+    )
+    .await;
     let outcome = result?;
-    attempts::hooks::outcome(&ctx.attempt_log, &job, &delivery.record, &outcome);
+    hooks::outcome(&ctx.attempt_log, &job, &delivery.record, &outcome);
     outcome.emit(&ctx.metrics, &mut job.life);
     Ok(outcome)
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use hookline_core::WebhookEvent;
 use hookline_core::envelope::ErrorReason;
 
-use super::{Ctx, Delivery, Halt};
+use super::ctx::{Ctx, Delivery, Halt};
 use crate::endpoints::Endpoint;
 use crate::envelope::Failure;
 

@@ -5,6 +5,5 @@ pub mod lifecycle;
 mod loader;
 mod table;
 
-pub use lifecycle::{LifecycleConfig, LifecycleSettings};
 pub use loader::load_file;
 pub use table::{Endpoint, EndpointDefaults, EndpointTable};

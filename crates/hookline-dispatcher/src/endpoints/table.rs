@@ -19,7 +19,7 @@ use tokio::sync::{Notify, Semaphore};
 use hookline_core::breaker::{BreakerPolicy, CircuitBreaker};
 
 use super::lifecycle::LifecycleState;
-use crate::FastMap;
+use crate::fast::FastMap;
 use crate::http::{ClientFactory, endpoint_tls};
 use crate::operator::{Operator, hooks};
 

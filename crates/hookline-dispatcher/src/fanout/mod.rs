@@ -2,16 +2,12 @@
 //! subscribed endpoint in the events topic, written in one Kafka transaction with the
 //! consumed offsets, so that a crash or a rebalance never loses nor doubles one.
 //!
-//! `config` is the `[fanout]` section; `plan` turns one event into its deliveries (pure);
-//! `stage` is the loop with its transactions, `kafka` its Kafka calls; `metrics` its
-//! telemetry.
+//! `plan` turns one event into its deliveries (pure); `stage` is the loop with its
+//! transactions, `kafka` its Kafka calls. Its `[fanout]` section is `config::FanoutConfig`,
+//! converted in `settings::fanout`; its telemetry is `metrics::FanoutMetrics`.
 
-mod config;
 mod kafka;
-mod metrics;
 mod plan;
 mod stage;
 
-pub use config::{FanoutConfig, FanoutSettings};
-pub(crate) use metrics::FanoutMetrics;
 pub(crate) use stage::{Stage, run};

@@ -32,13 +32,13 @@ use rdkafka::{Offset, TopicPartitionList};
 use tokio_util::sync::CancellationToken;
 
 use super::kafka::{CALL_TIMEOUT, blocking, owned_headers, partitions, send, settle};
-use super::metrics::FanoutOutcome;
 use super::plan::{self, Encoding, Plan};
 use crate::attempts::hooks;
+use crate::clock::now_ms;
 use crate::endpoints::EndpointTable;
 use crate::envelope::{Failure, build_envelope};
 use crate::error::{DispatchError, Result};
-use crate::metrics::Metrics;
+use crate::metrics::{FanoutMetrics, FanoutOutcome, Metrics};
 use crate::record::{SourceRecord, TopicNames};
 use crate::settings::Settings;
 
@@ -527,7 +527,7 @@ impl Session<'_> {
 }
 
 /// Logs what became of one committed tenant event and counts it.
-fn emit(metrics: &super::FanoutMetrics, planned: &Planned) {
+fn emit(metrics: &FanoutMetrics, planned: &Planned) {
     let record = &planned.taken.record;
     let event_id = planned.event.as_ref().map(|e| e.event_id.as_str());
     let tenant = planned.event.as_ref().and_then(|e| e.tenant_id.as_deref());
@@ -562,9 +562,4 @@ fn emit(metrics: &super::FanoutMetrics, planned: &Planned) {
             );
         }
     }
-}
-
-fn now_ms() -> i64 {
-    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-    since.map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }

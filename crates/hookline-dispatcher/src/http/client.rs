@@ -14,9 +14,10 @@ use hyper::Uri;
 use hyper::body::Incoming;
 use hyper::header::{AUTHORIZATION, HeaderValue, RETRY_AFTER};
 
-use super::connect::{ClientError, ClientFactory, DeliveryClient};
+use super::connect::{ClientFactory, DeliveryClient};
 use super::guard::{GuardError, PrecheckCache};
 use super::request::OutboundRequest;
+use crate::error::ClientError;
 
 /// What one attempt gave.
 #[derive(Clone, Debug)]

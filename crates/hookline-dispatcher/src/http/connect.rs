@@ -20,6 +20,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use super::guard::GuardedResolver;
 use super::tls::{EndpointTls, Roots};
+use crate::error::ClientError;
 
 /// How long an idle pooled connection is kept.
 const POOL_IDLE: Duration = Duration::from_secs(30);
@@ -30,12 +31,6 @@ const KEEPALIVE: Duration = Duration::from_secs(15);
 const KEEPALIVE_RETRIES: u32 = 3;
 
 type Connector = HttpsConnector<HttpConnector<GuardedResolver>>;
-
-/// Why a client could not be built: the TLS library refused its connector (its roots or
-/// identity).
-#[derive(Debug, thiserror::Error)]
-#[error("building the TLS connector: {0}")]
-pub struct ClientError(#[from] native_tls::Error);
 
 /// One delivery client: a pool of connections and how they are made. Cheap to clone (the
 /// clones share the pool).

@@ -15,6 +15,6 @@ mod trust;
 mod wire;
 
 pub use client::{Attempt, HttpSender};
-pub use connect::{ClientError, ClientFactory, DeliveryClient};
+pub use connect::{ClientFactory, DeliveryClient};
 pub use request::{RequestParts, build_request};
 pub use tls::{Roots, TlsError, certificates, endpoint_tls};

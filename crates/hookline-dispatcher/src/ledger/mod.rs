@@ -9,130 +9,16 @@ mod redis;
 #[cfg(test)]
 mod tests_pg;
 
-use std::time::Duration;
-
-use ::redis::RedisError;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::error::DispatchError;
+use crate::error::{DispatchError, LedgerError};
 use crate::metrics::Metrics;
 use crate::settings::Settings;
 
-pub(crate) use postgres::{Claim, PgLedger, postgres_schema_ok, upkeep};
-pub use postgres::{PgSettings, Terminal};
+pub use postgres::Terminal;
+pub(crate) use postgres::{Claim, PgLedger, upkeep};
 pub(crate) use redis::RedisLedger;
-pub use redis::RedisSettings;
-
-/// A `Result` with [`LedgerError`].
-pub type LedgerResult<T> = std::result::Result<T, LedgerError>;
-
-/// Why the ledger could not answer.
-#[derive(Debug, thiserror::Error)]
-pub enum LedgerError {
-    /// The ledger's URL is not a Redis URL.
-    #[error("{url} is not a Redis URL: {source}")]
-    BadUrl {
-        /// The URL, password hidden.
-        url: String,
-        /// The client's parse error.
-        #[source]
-        source: RedisError,
-    },
-    /// Redis answered a command with an error, or the connection failed.
-    #[error("redis {op} failed: {source}")]
-    Redis {
-        /// The command.
-        op: &'static str,
-        /// The client's error.
-        #[source]
-        source: RedisError,
-    },
-    /// Redis did not answer in time.
-    #[error("redis {op} got no answer within {after:?}")]
-    Timeout {
-        /// The command.
-        op: &'static str,
-        /// The configured timeout.
-        after: Duration,
-    },
-    /// Redis answered, but not what the command answers.
-    #[error("redis {op} answered {answer:?}")]
-    Unexpected {
-        /// The command.
-        op: &'static str,
-        /// What it answered.
-        answer: String,
-    },
-    /// A PostgreSQL statement failed, or no connection could be had.
-    #[error("postgres {op} failed: {source}")]
-    Postgres {
-        /// The step (`claim`, `finish`, `release`, `retention`, `connect`).
-        op: &'static str,
-        /// The client's error (it never holds the URL).
-        #[source]
-        source: sqlx::Error,
-    },
-    /// PostgreSQL did not answer in time.
-    #[error("postgres {op} got no answer within {after:?}")]
-    PostgresTimeout {
-        /// The step.
-        op: &'static str,
-        /// The configured timeout.
-        after: Duration,
-    },
-    /// The ledger's tables could not be created or brought up to date.
-    #[error("postgres migrations failed: {source}")]
-    Migrate {
-        /// The migrator's error.
-        #[source]
-        source: sqlx::migrate::MigrateError,
-    },
-}
-
-impl LedgerError {
-    /// The failing command, a low-cardinality label.
-    pub fn op(&self) -> &'static str {
-        match self {
-            LedgerError::BadUrl { .. } => "connect",
-            LedgerError::Migrate { .. } => "migrate",
-            LedgerError::Redis { op, .. }
-            | LedgerError::Timeout { op, .. }
-            | LedgerError::Unexpected { op, .. }
-            | LedgerError::Postgres { op, .. }
-            | LedgerError::PostgresTimeout { op, .. } => op,
-        }
-    }
-
-    /// The store that failed, a label: `redis` or `postgres`.
-    pub fn store(&self) -> &'static str {
-        match self {
-            LedgerError::BadUrl { .. }
-            | LedgerError::Redis { .. }
-            | LedgerError::Timeout { .. }
-            | LedgerError::Unexpected { .. } => "redis",
-            LedgerError::Postgres { .. }
-            | LedgerError::PostgresTimeout { .. }
-            | LedgerError::Migrate { .. } => "postgres",
-        }
-    }
-}
-
-/// Validated ledger settings: Redis, PostgreSQL, or both.
-#[derive(Clone, Debug, Default)]
-pub struct LedgerSettings {
-    /// The Redis ledger, when `ledger.redis_url` is set.
-    pub redis: Option<RedisSettings>,
-    /// The PostgreSQL ledger, when `ledger.postgres_url` is set.
-    pub postgres: Option<PgSettings>,
-}
-
-impl LedgerSettings {
-    /// Whether any ledger is configured.
-    pub fn is_configured(&self) -> bool {
-        self.redis.is_some() || self.postgres.is_some()
-    }
-}
 
 /// The configured ledgers. Redis is asked first: a key there settles it. PostgreSQL holds
 /// the state of every delivery, leases included.

@@ -5,15 +5,14 @@
 //! finds the delivery `Processing` under a live lease of another copy is put off; old rows
 //! are removed after a retention period, in batches.
 
-use std::str::FromStr;
 use std::time::Duration;
 
 use hookline_core::pause::Pauses;
-use hookline_core::secret::Secret;
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::postgres::{PgPool, PgPoolOptions};
 use tokio_util::sync::CancellationToken;
 
-use super::{LedgerError, LedgerResult};
+use crate::error::{LedgerError, LedgerResult};
+use crate::settings::PgSettings;
 
 /// The ledger's tables (`crates/hookline-dispatcher/migrations`), built into the binary.
 /// Other parts of hookline (the outbox, the receiver's store) may keep their tables in the
@@ -23,57 +22,6 @@ fn migrator() -> sqlx::migrate::Migrator {
     let mut migrator = sqlx::migrate!("./migrations");
     migrator.set_ignore_missing(true);
     migrator
-}
-
-/// Validated PostgreSQL ledger settings.
-#[derive(Clone, Debug)]
-pub struct PgSettings {
-    /// `postgres://user:password@host:port/database` (a secret: it may hold a password).
-    pub url: Secret,
-    /// The schema of the ledger's tables (made when missing).
-    pub schema: String,
-    /// How long a copy being delivered holds the delivery against other copies.
-    pub lease: Duration,
-    /// The most one statement may take, a connection included.
-    pub timeout: Duration,
-    /// Rows not updated for this long are removed.
-    pub retention: Duration,
-    /// Rows removed per statement.
-    pub retention_batch: u32,
-    /// How often the retention runs.
-    pub retention_interval: Duration,
-    /// Connections in the pool.
-    pub max_connections: u32,
-}
-
-impl PgSettings {
-    /// The client's options from the URL, with the schema as the search path. The reason
-    /// of a failure never holds the URL or its password.
-    pub(crate) fn connect_options(&self) -> Result<PgConnectOptions, String> {
-        let url = self.url.expose();
-        let parsed = url::Url::parse(url).map_err(|error| error.to_string())?;
-        if !matches!(parsed.scheme(), "postgres" | "postgresql") {
-            return Err("not a postgres:// URL".to_owned());
-        }
-        let options = PgConnectOptions::from_str(url).map_err(|error| {
-            let mut text = error.to_string().replace(url, "<redacted>");
-            if let Some(password) = parsed.password().filter(|p| !p.is_empty()) {
-                text = text.replace(password, "<redacted>");
-            }
-            text
-        })?;
-        Ok(options
-            .application_name("hookline-dispatcher")
-            .options([("search_path", self.schema.as_str())]))
-    }
-}
-
-/// Whether `name` is a schema name used as is, unquoted: lower-case letters, digits, `_`.
-pub(crate) fn postgres_schema_ok(name: &str) -> bool {
-    let mut chars = name.chars();
-    matches!(chars.next(), Some('a'..='z' | '_'))
-        && chars.all(|c| matches!(c, 'a'..='z' | '0'..='9' | '_'))
-        && name.len() <= 63
 }
 
 /// How a delivery ended, as the ledger records it.
@@ -407,49 +355,3 @@ const SWEEP_TRANSITIONS: &str = "
 DELETE FROM webhook_delivery_transitions WHERE id IN (
     SELECT id FROM webhook_delivery_transitions
     WHERE at < now() - make_interval(secs => $1) LIMIT $2)";
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn settings(url: &str) -> PgSettings {
-        PgSettings {
-            url: Secret::new(url),
-            schema: "public".to_owned(),
-            lease: Duration::from_secs(30),
-            timeout: Duration::from_millis(300),
-            retention: Duration::from_secs(3600),
-            retention_batch: 100,
-            retention_interval: Duration::from_secs(60),
-            max_connections: 2,
-        }
-    }
-
-    #[test]
-    fn a_bad_url_is_refused_without_its_password() {
-        for url in [
-            "http://hookline:s3cretpw@db:5432/hookline",
-            "postgres://hookline:s3cretpw@db:5432/hookline?sslmode=bogus",
-            "not a url s3cretpw",
-        ] {
-            let reason = settings(url).connect_options().expect_err(url);
-            assert!(!reason.contains("s3cretpw"), "{reason}");
-        }
-        assert!(
-            settings("postgres://hookline:pw@127.0.0.1:5433/hookline")
-                .connect_options()
-                .is_ok()
-        );
-        assert!(!format!("{:?}", settings("postgres://u:s3cretpw@h/d")).contains("s3cretpw"));
-    }
-
-    #[test]
-    fn schema_names_are_plain_identifiers() {
-        assert!(postgres_schema_ok("hookline"));
-        assert!(postgres_schema_ok("t_1"));
-        assert!(!postgres_schema_ok("1x"));
-        assert!(!postgres_schema_ok("a; DROP TABLE x"));
-        assert!(!postgres_schema_ok("Upper"));
-        assert!(!postgres_schema_ok(""));
-    }
-}

@@ -5,62 +5,10 @@
 use std::fmt;
 use std::time::Duration;
 
-use redis::Client;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
-use super::{LedgerError, LedgerResult};
-
-/// Validated Redis ledger settings.
-#[derive(Clone)]
-pub struct RedisSettings {
-    /// `redis://[:password@]host:port[/db]` (or `rediss://` for TLS).
-    pub redis_url: String,
-    /// How long a delivery is remembered.
-    pub ttl: Duration,
-    /// Prepended to every key.
-    pub key_prefix: String,
-    /// The most one Redis command may take, connecting included.
-    pub timeout: Duration,
-}
-
-impl RedisSettings {
-    /// The URL with its password hidden, for logs and errors.
-    pub fn redacted_url(&self) -> String {
-        redact(&self.redis_url)
-    }
-
-    /// Checks that the URL is one the client can use (without connecting).
-    pub(crate) fn client(&self) -> LedgerResult<Client> {
-        Client::open(self.redis_url.as_str()).map_err(|source| LedgerError::BadUrl {
-            url: self.redacted_url(),
-            source,
-        })
-    }
-}
-
-impl fmt::Debug for RedisSettings {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RedisSettings")
-            .field("redis_url", &self.redacted_url())
-            .field("ttl", &self.ttl)
-            .field("key_prefix", &self.key_prefix)
-            .field("timeout", &self.timeout)
-            .finish()
-    }
-}
-
-/// Hides a URL's password (`redis://user:***@host`).
-fn redact(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut parsed) if parsed.password().is_some() => {
-            // Setting a password fails only on URLs that cannot have one.
-            let _ = parsed.set_password(Some("***"));
-            parsed.to_string()
-        }
-        Ok(parsed) => parsed.to_string(),
-        Err(_) => "<unparsable URL>".to_owned(),
-    }
-}
+use crate::error::{LedgerError, LedgerResult};
+use crate::settings::RedisSettings;
 
 /// The ledger: one multiplexed connection that reconnects by itself; every command is
 /// bounded by the timeout, so an unreachable Redis costs a delivery at most that long.
@@ -206,26 +154,6 @@ mod tests {
         // Before: both were `p:a:b:c`, so delivering one suppressed the other.
         assert_ne!(key("p:", "a:b", "c"), key("p:", "a", "b:c"));
         assert_ne!(key("p:", "a", ":b"), key("p:", "a:", "b"));
-    }
-
-    #[test]
-    fn passwords_never_show() {
-        let settings = settings("redis://user:s3cret@cache.internal:6380/2");
-        assert_eq!(
-            settings.redacted_url(),
-            "redis://user:***@cache.internal:6380/2"
-        );
-        assert!(!format!("{settings:?}").contains("s3cret"));
-        assert_eq!(redact("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
-    }
-
-    #[test]
-    fn urls_are_checked_without_connecting() {
-        assert!(settings("redis://127.0.0.1:6379/0").client().is_ok());
-        let error = settings("http://:pw@127.0.0.1:6379")
-            .client()
-            .expect_err("not a Redis URL");
-        assert!(!error.to_string().contains("pw@"), "{error}");
     }
 
     #[tokio::test]

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use hookline_core::secret::Secret;
 use sqlx::Row;
 
-use super::postgres::{Claim, PgLedger, PgSettings, Terminal};
+use super::postgres::{Claim, PgLedger, Terminal};
+use crate::settings::PgSettings;
 
 fn test_url() -> String {
     hookline_testkit::postgres_url()

@@ -10,8 +10,9 @@ use governor::middleware::NoOpMiddleware;
 use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter};
 
-use super::OperatorWebhooksSettings;
-use super::notice::{Notice, NoticeType};
+use super::notice::Notice;
+use crate::config::NoticeType;
+use crate::settings::OperatorWebhooksSettings;
 
 /// Past this many remembered (type, endpoint) pairs, those older than a window are
 /// forgotten.

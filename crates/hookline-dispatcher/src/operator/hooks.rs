@@ -1,6 +1,7 @@
-//! The notices, built where the dispatcher learns what they tell: a delivery parked, a
-//! circuit opened or closed, an endpoint disabled or enabled again. Each builds one notice
-//! and hands it over without waiting.
+//! The notices, built where the dispatcher learns what they tell: a circuit opened or
+//! closed, an endpoint disabled or enabled again. Each builds one notice and hands it over
+//! without waiting. A delivery parked is told by the delivery stage (`delivery::hooks`),
+//! which reads the delivery's job.
 
 use std::sync::Mutex;
 
@@ -8,44 +9,8 @@ use hookline_core::breaker::{BreakerState, CircuitBreaker};
 use hookline_core::endpoint::EndpointConfig;
 
 use super::Operator;
-use super::notice::{Notice, Parked};
-use crate::delivery::{Job, now_ms};
-use crate::envelope::Failure;
-use crate::record::SourceRecord;
-
-/// A delivery was written to `dlq_topic` at `partition`/`offset`.
-pub(crate) fn parked(
-    operator: &Operator,
-    job: &Job<'_>,
-    source: &SourceRecord,
-    failure: &Failure,
-    dlq_topic: &str,
-    (partition, offset): (i32, i64),
-) {
-    if !operator.is_on() {
-        return;
-    }
-    let event = job.event.as_ref();
-    let meta = &job.meta;
-    let event_id = job.event_id();
-    let endpoint_id = job.endpoint_id(source).unwrap_or_default();
-    let notice = Notice::parked(
-        &Parked {
-            event_id: &event_id,
-            endpoint_id: &endpoint_id,
-            tenant_id: event.and_then(|e| e.tenant_id.as_deref()),
-            reason: failure.reason.code(),
-            dlq_topic,
-            partition,
-            offset,
-            attempts: meta.attempt,
-            last_status: failure.last_status,
-            last_error: &failure.message,
-        },
-        now_ms(),
-    );
-    operator.notify(notice);
-}
+use super::notice::Notice;
+use crate::clock::now_ms;
 
 /// `endpoint`'s circuit changed to `state` (half-open is no news).
 pub(crate) fn circuit(

@@ -4,14 +4,10 @@
 //! per (type, endpoint) and window with ids every replica computes alike, rate-limited
 //! overall, and handed over without ever holding a delivery up.
 
-mod config;
 mod gate;
 pub(crate) mod hooks;
-mod metrics;
 mod notice;
 mod sender;
 
-pub use config::{OperatorWebhooksConfig, OperatorWebhooksSettings};
-pub(crate) use metrics::OperatorMetrics;
-pub use notice::NoticeType;
+pub(crate) use notice::{Notice, Parked};
 pub(crate) use sender::{Operator, start};

@@ -4,47 +4,7 @@
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-/// What a notice is about.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum NoticeType {
-    /// A delivery went to the DLQ.
-    DeliveryParked,
-    /// An endpoint's circuit breaker opened.
-    CircuitOpened,
-    /// An endpoint's circuit breaker closed again.
-    CircuitClosed,
-    /// The dispatcher disabled an endpoint.
-    EndpointDisabled,
-    /// A disabled endpoint was enabled again.
-    EndpointEnabled,
-}
-
-impl NoticeType {
-    /// Every type.
-    pub const ALL: [NoticeType; 5] = [
-        NoticeType::DeliveryParked,
-        NoticeType::CircuitOpened,
-        NoticeType::CircuitClosed,
-        NoticeType::EndpointDisabled,
-        NoticeType::EndpointEnabled,
-    ];
-
-    /// The event type (and metric label).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            NoticeType::DeliveryParked => "delivery.parked",
-            NoticeType::CircuitOpened => "endpoint.circuit_opened",
-            NoticeType::CircuitClosed => "endpoint.circuit_closed",
-            NoticeType::EndpointDisabled => "endpoint.disabled",
-            NoticeType::EndpointEnabled => "endpoint.enabled",
-        }
-    }
-
-    /// The type named `name`, if any.
-    pub fn parse(name: &str) -> Option<NoticeType> {
-        NoticeType::ALL.into_iter().find(|t| t.as_str() == name)
-    }
-}
+use crate::config::NoticeType;
 
 /// One notice about one endpoint (its subject).
 #[derive(Clone, Debug, PartialEq)]

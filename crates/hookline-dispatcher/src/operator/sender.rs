@@ -13,11 +13,11 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::OperatorWebhooksSettings;
 use super::gate::{Gate, Verdict};
-use super::metrics::OperatorMetrics;
 use super::notice::Notice;
 use crate::error::{DispatchError, Result};
+use crate::metrics::OperatorMetrics;
+use crate::settings::OperatorWebhooksSettings;
 use crate::settings::Settings;
 
 /// Notices let through and not yet published; one more is dropped and counted. The gate

@@ -15,8 +15,8 @@ use opentelemetry_sdk::trace::{
     BatchSpanProcessor, Sampler, SdkTracer, SdkTracerProvider, SpanData, SpanExporter,
 };
 
-use super::TelemetrySettings;
 use crate::error::{DispatchError, Result};
+use crate::settings::TelemetrySettings;
 
 /// How long one export may take before it is given up.
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);

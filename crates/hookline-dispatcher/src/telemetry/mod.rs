@@ -3,10 +3,8 @@
 //! provider of this dispatcher's own (no global state, so dispatchers in one process keep
 //! their own configuration).
 
-mod config;
 mod export;
 mod spans;
 
-pub use config::{TelemetryConfig, TelemetrySettings};
 pub(crate) use export::Telemetry;
 pub(crate) use spans::DeliverySpan;

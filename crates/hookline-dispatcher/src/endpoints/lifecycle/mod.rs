@@ -7,138 +7,20 @@
 //! endpoint when every attempt *it* made failed for that long. The write-back is shared:
 //! every replica's table then reads the disabled config from the topic.
 
-mod config;
-
-pub use config::{LifecycleConfig, LifecycleSettings};
+mod state;
 
 use std::sync::{Arc, Mutex};
 
 use hookline_core::classify::Classification;
 use hookline_core::endpoint::EndpointConfig;
 use hookline_producer::{EndpointStore, PutIf};
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::registry::Registry;
 
 use super::Endpoint;
+use crate::metrics::LifecycleMetrics;
 use crate::operator::{Operator, hooks};
+use crate::settings::LifecycleSettings;
 
-/// Why an endpoint is disabled: a low-cardinality code and what the last attempt got.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DisableReason {
-    /// `gone` or `failing` (the metric label).
-    pub code: &'static str,
-    /// The last status (`HTTP 500`) or error kind (`timeout`, `connect`); never a URL.
-    pub last: String,
-}
-
-impl DisableReason {
-    /// The stored `disabled_reason`: `gone: HTTP 410`, `failing: timeout`.
-    pub fn text(&self) -> String {
-        format!("{}: {}", self.code, self.last)
-    }
-}
-
-/// The lifecycle state of one endpoint, kept across config changes that keep it.
-#[derive(Debug, Default)]
-pub struct LifecycleState {
-    /// When the first attempt failed since the last success (epoch ms); `None`: the last
-    /// attempt succeeded, or none was made.
-    failing_since_ms: Option<i64>,
-    /// A write-back is under way: no second one is started meanwhile.
-    disabling: bool,
-}
-
-impl LifecycleState {
-    /// Since when every attempt failed, if the last one did.
-    #[cfg(test)]
-    pub fn failing_since_ms(&self) -> Option<i64> {
-        self.failing_since_ms
-    }
-
-    /// Records the verdict on one attempt made at `now_ms`; whether the endpoint is to be
-    /// disabled now. Only attempts count: a deferral (open circuit, rate limit, queue) made
-    /// none and is never observed.
-    pub fn observe(
-        &mut self,
-        verdict: &Classification,
-        now_ms: i64,
-        settings: &LifecycleSettings,
-    ) -> Option<DisableReason> {
-        let reason = match verdict {
-            Classification::Success => {
-                self.failing_since_ms = None;
-                return None;
-            }
-            Classification::Retryable { reason, .. } | Classification::NonRetryable { reason } => {
-                reason
-            }
-        };
-        let since = *self.failing_since_ms.get_or_insert(now_ms);
-        let last = match reason.status() {
-            Some(status) => format!("HTTP {status}"),
-            None => reason.code().to_owned(),
-        };
-        if reason.status() == Some(410) {
-            return Some(DisableReason { code: "gone", last });
-        }
-        let after = settings.disable_after_failing?;
-        let failing_ms = u128::try_from(now_ms.saturating_sub(since)).unwrap_or(0);
-        (failing_ms >= after.as_millis()).then_some(DisableReason {
-            code: "failing",
-            last,
-        })
-    }
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ReasonLabel {
-    reason: String,
-}
-
-/// The lifecycle's metrics.
-#[derive(Clone, Debug)]
-pub struct LifecycleMetrics {
-    disabled_total: Family<ReasonLabel, Counter>,
-    disabled: Gauge,
-}
-
-impl LifecycleMetrics {
-    /// Creates and registers them.
-    pub fn register(registry: &mut Registry) -> Self {
-        let disabled_total = Family::<ReasonLabel, Counter>::default();
-        let disabled = Gauge::default();
-        registry.register(
-            "webhook_endpoint_disabled",
-            "Endpoints this dispatcher disabled, by reason (gone, failing)",
-            disabled_total.clone(),
-        );
-        registry.register(
-            "webhook_endpoints_disabled",
-            "Endpoints of the endpoint table that are disabled now",
-            disabled.clone(),
-        );
-        LifecycleMetrics {
-            disabled_total,
-            disabled,
-        }
-    }
-
-    /// The gauge the endpoint table keeps at its number of disabled endpoints.
-    pub fn disabled_gauge(&self) -> Gauge {
-        self.disabled.clone()
-    }
-
-    fn disabled(&self, reason: &str) {
-        self.disabled_total
-            .get_or_create(&ReasonLabel {
-                reason: reason.to_owned(),
-            })
-            .inc();
-    }
-}
+pub use state::{DisableReason, LifecycleState};
 
 /// Disables endpoints: observes each attempt and writes a disabled config back.
 #[derive(Clone)]

@@ -3,6 +3,7 @@ use std::time::Duration;
 use hookline_core::classify::{Classification, FailureKind};
 
 use super::*;
+use crate::config::LifecycleConfig;
 
 fn after(ms: u64) -> LifecycleSettings {
     LifecycleSettings {

@@ -102,7 +102,7 @@ fn debug_shows_header_names_but_no_values_secrets_or_query() {
 fn the_failing_clock_survives_a_config_change_and_restarts_when_enabled_again() {
     use hookline_core::classify::{Classification, FailureKind};
 
-    use crate::endpoints::lifecycle::LifecycleSettings;
+    use crate::settings::LifecycleSettings;
 
     let settings = LifecycleSettings {
         disable_after_failing: Some(Duration::from_secs(60)),

@@ -1,48 +1,11 @@
-//! The user-facing `[operator_webhooks]` section and its validated settings.
+//! The `[operator_webhooks]` section's validated settings.
 
 use std::collections::BTreeSet;
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
-use super::notice::NoticeType;
+use crate::config::{NoticeType, OperatorWebhooksConfig};
 use crate::error::{DispatchError, Result};
-
-/// hookline's own webhooks about itself (Svix calls them operational webhooks), sent to one
-/// endpoint of the endpoints topic through hookline's own pipeline. Off unless
-/// `endpoint_id` is set.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields, default)]
-pub struct OperatorWebhooksConfig {
-    /// The endpoint (an id of the endpoints topic) the notices go to: its URL, signing
-    /// secrets and keys, headers, TLS and retry policy are its own. Unset: off.
-    pub endpoint_id: Option<String>,
-    /// Which notice types are sent (`delivery.parked`, `endpoint.circuit_opened`,
-    /// `endpoint.circuit_closed`, `endpoint.disabled`, `endpoint.enabled`). Default all.
-    pub events: Vec<String>,
-    /// At most one notice of a type about one endpoint per this many milliseconds (a fixed
-    /// window, the same on every replica); the others are counted as `deduplicated`.
-    /// Default 60000.
-    pub min_interval_ms: u64,
-    /// At most this many notices per minute over all types and endpoints (a token bucket
-    /// that holds a minute's worth); the others are counted as `rate_limited`. Default 30.
-    pub max_per_minute: u32,
-}
-
-impl Default for OperatorWebhooksConfig {
-    fn default() -> Self {
-        OperatorWebhooksConfig {
-            endpoint_id: None,
-            events: NoticeType::ALL
-                .iter()
-                .map(|t| t.as_str().to_owned())
-                .collect(),
-            min_interval_ms: 60_000,
-            max_per_minute: 30,
-        }
-    }
-}
 
 /// The `[operator_webhooks]` section, validated.
 #[derive(Clone, Debug, PartialEq, Eq)]
