@@ -1,6 +1,7 @@
 //! Helpers for end-to-end tests against the real local stack (see `deploy/local/stack`).
 
 mod auth_proxy;
+pub mod bombs;
 mod compat;
 mod machine;
 mod private_kafka;

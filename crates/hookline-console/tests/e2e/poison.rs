@@ -4,48 +4,28 @@
 
 use hookline_core::framing::frame;
 use hookline_kafka::Registry;
-use hookline_testkit::{registry_settings, unique_name};
+use hookline_testkit::{bombs, registry_settings, unique_name};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use reqwest::StatusCode;
 
 use crate::support::{Console, DEADLINE, OPERATOR_TOKEN, Parked, console_config};
-
-/// Zigzag varint of `n`.
-fn varint(n: i64) -> Vec<u8> {
-    let mut zigzag = ((n << 1) ^ (n >> 63)) as u64;
-    let mut out = Vec::new();
-    loop {
-        let byte = (zigzag & 0x7f) as u8;
-        zigzag >>= 7;
-        if zigzag == 0 {
-            out.push(byte);
-            return out;
-        }
-        out.push(byte | 0x80);
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn avro_bombs_in_the_dlq_are_shown_undecodable_and_the_console_stays_up() {
     let parked = Parked::new("console-bomb", 0).await;
     let registry = Registry::new(&registry_settings()).expect("registry");
     let subject = |name: &str| format!("{}-{name}-value", unique_name("console-bomb"));
-    // 20,000 arrays of 290,000 nulls (which take no bytes): 80 KB.
-    let nulls = r#"{"type":"array","items":{"type":"array","items":"null"}}"#;
+    // 20,000 arrays of 290,000 nulls (which take no bytes), 80 KB; 9,000 arrays of 100
+    // booleans, 920 KB, over 50 MB decoded.
     let nulls_id = registry
-        .register(&subject("nulls"), nulls)
+        .register(&subject("nulls"), bombs::NULLS_SCHEMA)
         .await
         .expect("registered");
-    let nothing = [varint(290_000), varint(0)].concat();
-    let bomb = [varint(20_000), nothing.repeat(20_000), varint(0)].concat();
-    // 9,000 arrays of 100 booleans: 920 KB, over 50 MB decoded.
-    let booleans = r#"{"type":"array","items":{"type":"array","items":"boolean"}}"#;
     let booleans_id = registry
-        .register(&subject("booleans"), booleans)
+        .register(&subject("booleans"), bombs::BOOLEANS_SCHEMA)
         .await
         .expect("registered");
-    let inner = [varint(100), vec![1; 100], varint(0)].concat();
-    let ones = [varint(9_000), inner.repeat(9_000), varint(0)].concat();
+    let (bomb, ones) = (bombs::nulls_bomb(), bombs::booleans_bomb());
 
     let producer: FutureProducer = parked.kafka.producer_config().create().expect("producer");
     let mut places = Vec::new();

@@ -247,6 +247,7 @@ impl Walk<'_> {
 #[cfg(test)]
 mod tests {
     use apache_avro::schema::ResolvedSchema;
+    use hookline_testkit::bombs::zigzag as long;
 
     use super::*;
 
@@ -254,21 +255,6 @@ mod tests {
         let schema = Schema::parse_str(schema).expect("valid schema");
         let resolved = ResolvedSchema::try_from(&schema).expect("resolves");
         measure(&schema, resolved.get_names(), datum, limit)
-    }
-
-    /// Zigzag varint of `n`.
-    fn long(n: i64) -> Vec<u8> {
-        let mut zigzag = ((n << 1) ^ (n >> 63)) as u64;
-        let mut out = Vec::new();
-        loop {
-            let byte = (zigzag & 0x7f) as u8;
-            zigzag >>= 7;
-            if zigzag == 0 {
-                out.push(byte);
-                return out;
-            }
-            out.push(byte | 0x80);
-        }
     }
 
     #[test]

@@ -12,7 +12,7 @@ use hookline_core::envelope::{DlqEnvelope, ErrorReason};
 use hookline_core::framing::frame;
 use hookline_kafka::Registry;
 use hookline_testkit::{
-    Receiver, Reply, TestTopics, kafka_settings, read_all, registry_settings, unique_name,
+    Receiver, Reply, TestTopics, bombs, kafka_settings, read_all, registry_settings, unique_name,
     wait_until,
 };
 use rdkafka::Message;
@@ -27,21 +27,6 @@ const ADDRESS_SPACE_CAP: u64 = 6 << 30;
 /// The most resident memory the dispatcher may have reached: a few times what it needs
 /// idle, far below the gigabytes the bombs decode into.
 const PEAK_RSS_CAP_KIB: u64 = 512 << 10;
-
-/// Zigzag varint of `n`.
-fn varint(n: i64) -> Vec<u8> {
-    let mut zigzag = ((n << 1) ^ (n >> 63)) as u64;
-    let mut out = Vec::new();
-    loop {
-        let byte = (zigzag & 0x7f) as u8;
-        zigzag >>= 7;
-        if zigzag == 0 {
-            out.push(byte);
-            return out;
-        }
-        out.push(byte | 0x80);
-    }
-}
 
 /// `hookline dispatch` under an address-space cap (util-linux's `prlimit`), logging to
 /// `<dir>/dispatcher.log`.
@@ -101,22 +86,17 @@ async fn avro_bombs_are_parked_and_the_dispatcher_stays_up_with_bounded_memory()
     let registry = Registry::new(&registry_settings()).expect("registry");
     let subject = |name: &str| format!("{}-{name}-value", unique_name("bomb"));
     // 1. The reviewer's bomb: 20,000 arrays of 290,000 nulls (which take no bytes), 80 KB.
-    let nulls = r#"{"type":"array","items":{"type":"array","items":"null"}}"#;
-    let id = registry
-        .register(&subject("nulls"), nulls)
-        .await
-        .expect("registered");
-    let nothing = [varint(290_000), varint(0)].concat();
-    let bomb = [varint(20_000), nothing.repeat(20_000), varint(0)].concat();
     // 2. Its shape with items of one byte, which the schema check lets through: 9,000
     // arrays of 100 booleans, 920 KB of datum, over 50 MB decoded.
-    let booleans = r#"{"type":"array","items":{"type":"array","items":"boolean"}}"#;
-    let ones_id = registry
-        .register(&subject("booleans"), booleans)
+    let id = registry
+        .register(&subject("nulls"), bombs::NULLS_SCHEMA)
         .await
         .expect("registered");
-    let inner = [varint(100), vec![1; 100], varint(0)].concat();
-    let ones = [varint(9_000), inner.repeat(9_000), varint(0)].concat();
+    let ones_id = registry
+        .register(&subject("booleans"), bombs::BOOLEANS_SCHEMA)
+        .await
+        .expect("registered");
+    let (bomb, ones) = (bombs::nulls_bomb(), bombs::booleans_bomb());
 
     let mut good = Vec::new();
     let mut parked = HashMap::new();

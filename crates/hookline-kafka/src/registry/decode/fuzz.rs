@@ -13,6 +13,7 @@ use cap::Cap;
 use hookline_core::WebhookEvent;
 use hookline_core::envelope::DlqEnvelope;
 use hookline_core::schema::{DLQ_ENVELOPE_CURRENT, WEBHOOK_EVENT_V1};
+use hookline_testkit::bombs::zigzag as varint;
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::sample::select;
@@ -51,21 +52,6 @@ fn bytes() -> impl Strategy<Value = Vec<u8>> {
         )
             .prop_map(|(count, n)| varint(count).repeat(n)),
     ]
-}
-
-/// Zigzag varint of `n`.
-fn varint(n: i64) -> Vec<u8> {
-    let mut zigzag = ((n << 1) ^ (n >> 63)) as u64;
-    let mut out = Vec::new();
-    loop {
-        let byte = (zigzag & 0x7f) as u8;
-        zigzag >>= 7;
-        if zigzag == 0 {
-            out.push(byte);
-            return out;
-        }
-        out.push(byte | 0x80);
-    }
 }
 
 /// The nodes of a decoded value: each one a `Value` in memory at least.
