@@ -142,6 +142,9 @@ impl ScenarioResult {
     }
 }
 
+/// The neighbours sweep's baseline: the healthy endpoint alone.
+const NEIGHBOURS_ALONE: &str = "neighbours-alone";
+
 /// The ratios the issue names; `null` when a scenario they need did not run.
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct Ratios {
@@ -208,11 +211,13 @@ impl Results {
             find(&scenarios, "forwarder"),
             find(&scenarios, "pipeline"),
         );
+        let alone = find(&scenarios, NEIGHBOURS_ALONE);
         for scenario in &mut scenarios {
             let baseline = match scenario.scenario.as_str() {
-                "ceiling" => None,
+                "ceiling" | NEIGHBOURS_ALONE => None,
                 "forwarder" => ceiling.as_ref(),
                 "pipeline" => forwarder.as_ref(),
+                name if name.starts_with("neighbours-") => alone.as_ref(),
                 _ => pipeline.as_ref(),
             };
             if let Some(baseline) = baseline {
@@ -380,6 +385,25 @@ fn targets(scenarios: &[ScenarioResult], ratios: &Ratios, quick: bool) -> Vec<Ta
         50.0,
         "",
     );
+    let neighbours = scenarios
+        .iter()
+        .filter(|s| s.scenario.starts_with("neighbours-") && s.scenario != NEIGHBOURS_ALONE);
+    for point in neighbours {
+        add(
+            format!("{}: healthy throughput / alone", point.scenario),
+            point.throughput_ratio,
+            true,
+            0.9,
+            "x",
+        );
+        add(
+            format!("{}: healthy p99 / alone", point.scenario),
+            point.notes.get("p99_vs_alone").copied(),
+            false,
+            1.5,
+            "x",
+        );
+    }
     out
 }
 

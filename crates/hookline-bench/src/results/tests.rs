@@ -164,6 +164,54 @@ fn each_scenario_is_compared_with_its_own_baseline() {
 }
 
 #[test]
+fn neighbours_are_set_against_the_healthy_endpoint_alone_and_judged() {
+    let point = |name: &str, deliveries_per_s: f64, p99_vs_alone: f64| {
+        let mut run = measured(1_000, 1.0, 1.0, 50.0, 1_000.0);
+        run.deliveries_per_s = deliveries_per_s;
+        let mut result = ScenarioResult::of(name, String::new(), vec![run]);
+        result.note("p99_vs_alone", p99_vs_alone);
+        result
+    };
+    let base = results(false);
+    let results = Results::new(
+        base.machine,
+        base.versions,
+        base.sizes,
+        Vec::new(),
+        vec![
+            point("neighbours-alone", 1_000.0, 1.0),
+            point("neighbours-slow-20", 950.0, 1.2),
+            point("neighbours-hang-100", 400.0, 30.0),
+        ],
+    );
+    let get = |name: &str| scenario(&results, name);
+    assert_eq!(get("neighbours-alone").against, None);
+    assert_eq!(
+        get("neighbours-slow-20").against.as_deref(),
+        Some("neighbours-alone")
+    );
+    assert_eq!(get("neighbours-hang-100").throughput_ratio, Some(0.4));
+    let met = |what: &str| {
+        results
+            .targets
+            .iter()
+            .find(|t| t.what == what)
+            .and_then(|t| t.met)
+    };
+    assert_eq!(
+        met("neighbours-slow-20: healthy throughput / alone"),
+        Some(true)
+    );
+    assert_eq!(met("neighbours-slow-20: healthy p99 / alone"), Some(true));
+    assert_eq!(
+        met("neighbours-hang-100: healthy throughput / alone"),
+        Some(false)
+    );
+    assert_eq!(met("neighbours-hang-100: healthy p99 / alone"), Some(false));
+    assert_eq!(met("neighbours-alone: healthy throughput / alone"), None);
+}
+
+#[test]
 fn a_quick_run_judges_no_target() {
     let results = results(true);
     assert!(!results.targets.is_empty());
