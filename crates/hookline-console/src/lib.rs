@@ -7,8 +7,10 @@ mod error;
 pub mod insight;
 pub mod pages;
 pub mod server;
+pub mod state;
 
 pub use auth::{Permission, Role, Session};
 pub use config::{ConsoleConfig, ConsoleSettings};
 pub use error::{ConsoleError, Result};
-pub use server::{AppState, ConsoleContext, bind, router, serve};
+pub use server::{bind, router, serve};
+pub use state::{AppState, ConsoleContext};

@@ -1,31 +1,27 @@
-//! The HTTP server: routes, the state every handler shares, and the layers every request
-//! goes through (who is asking, revoked sessions refused, CSRF on every POST, security
+//! The HTTP server: routes, and the layers every request goes through (who is asking, revoked sessions refused, CSRF on every POST, security
 //! headers).
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 
 use axum::Router;
 use axum::body::{Body, to_bytes};
-use axum::extract::{FromRef, FromRequestParts, OptionalFromRequestParts, Request, State};
+use axum::extract::{FromRequestParts, OptionalFromRequestParts, Request, State};
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::http::request::Parts;
 use axum::http::{HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
-use axum_extra::extract::cookie::{Cookie, Key, SameSite, SignedCookieJar};
-use hookline_dlq::archive::store::{ArchiveStore, StoreSettings};
+use axum_extra::extract::cookie::SignedCookieJar;
 use hookline_dlq::filter::now_ms;
-use hookline_kafka::{KafkaSettings, Registry};
-use hookline_producer::{EndpointStore, Topics};
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::session::{CookieValue, Resolved, resolve};
-use crate::auth::{CookieNames, LoginGate, Revoked, Session, csrf};
+use crate::auth::{Session, csrf};
 use crate::config::ConsoleSettings;
 use crate::error::{ConsoleError, Result};
 use crate::pages;
+use crate::state::{AppState, ConsoleContext};
 
 /// The most bytes of a form body read (a note, a selection).
 const MAX_FORM_BYTES: usize = 64 * 1024;
@@ -34,137 +30,6 @@ const MAX_FORM_BYTES: usize = 64 * 1024;
 /// framing, forms posting only back to it.
 const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; style-src 'self'; \
      img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
-
-/// What the console reads and writes: Kafka, the registry, the topic names, the object
-/// store archives go to.
-#[derive(Clone)]
-pub struct ConsoleContext {
-    /// How to reach Kafka.
-    pub kafka: KafkaSettings,
-    /// The schema registry client.
-    pub registry: Arc<Registry>,
-    /// The topic names (the DLQ, its actions, the attempt log, the endpoint table).
-    pub topics: Topics,
-    /// How to reach the store of `console.archive_to` (the `[archive]` section, as for
-    /// `hookline dlq archive`); the default when archiving is off.
-    pub archive: StoreSettings,
-}
-
-/// The state every handler shares.
-#[derive(Clone)]
-pub struct AppState(Arc<Inner>);
-
-pub(crate) struct Inner {
-    pub settings: ConsoleSettings,
-    pub key: Key,
-    pub context: ConsoleContext,
-    pub endpoints: EndpointStore,
-    pub insight: crate::insight::Insight,
-    pub archive: Option<ArchiveStore>,
-    pub login_gate: LoginGate,
-    pub revoked: Revoked,
-    pub cookie_names: CookieNames,
-}
-
-impl AppState {
-    /// The state of a console with `settings` over `context`.
-    pub fn new(settings: ConsoleSettings, context: ConsoleContext) -> Result<AppState> {
-        // The key's length (at least 32 bytes) is checked by the settings' validation.
-        let key = Key::derive_from(settings.session_key.expose().as_bytes());
-        let endpoints = EndpointStore::new(&context.kafka, &context.topics.endpoints)?;
-        let insight_settings = settings
-            .insight
-            .to_settings(&context.topics.events)
-            .map_err(Box::new)?;
-        let insight = crate::insight::Insight::new(
-            &context.kafka,
-            Arc::clone(&context.registry),
-            &context.topics.endpoints,
-            insight_settings,
-        )
-        .map_err(Box::new)?;
-        // Made once, at start-up, so that a bad destination stops the console there (a local
-        // directory is made now); nothing is sent to a store until an archive runs.
-        let archive = settings
-            .archive_to
-            .as_ref()
-            .map(|url| ArchiveStore::open(url, &context.archive, true))
-            .transpose()
-            .map_err(ConsoleError::Archive)?;
-        let login_gate = LoginGate::new(&settings.users, &settings.login);
-        let cookie_names = CookieNames::new(settings.secure_cookies);
-        Ok(AppState(Arc::new(Inner {
-            settings,
-            key,
-            context,
-            endpoints,
-            insight,
-            archive,
-            login_gate,
-            revoked: Revoked::default(),
-            cookie_names,
-        })))
-    }
-
-    /// Where the DLQ is archived to, when archiving is on.
-    pub(crate) fn archive(&self) -> Option<&ArchiveStore> {
-        self.0.archive.as_ref()
-    }
-
-    pub(crate) fn insight(&self) -> &crate::insight::Insight {
-        &self.0.insight
-    }
-
-    pub(crate) fn endpoints(&self) -> &EndpointStore {
-        &self.0.endpoints
-    }
-
-    pub(crate) fn settings(&self) -> &ConsoleSettings {
-        &self.0.settings
-    }
-
-    pub(crate) fn context(&self) -> &ConsoleContext {
-        &self.0.context
-    }
-
-    pub(crate) fn login_gate(&self) -> &LoginGate {
-        &self.0.login_gate
-    }
-
-    pub(crate) fn revoked(&self) -> &Revoked {
-        &self.0.revoked
-    }
-
-    /// The cookies' names (`__Host-` ones with `Secure` cookies).
-    pub(crate) fn cookie_names(&self) -> CookieNames {
-        self.0.cookie_names
-    }
-
-    /// A cookie as the console sets them: `HttpOnly`, `SameSite=Strict`, `Path=/`, no
-    /// `Domain`, and `Secure` unless the console is on loopback over plain HTTP.
-    pub(crate) fn cookie(&self, name: &'static str, value: String) -> Cookie<'static> {
-        Cookie::build((name, value))
-            .http_only(true)
-            .same_site(SameSite::Strict)
-            .path("/")
-            .secure(self.0.settings.secure_cookies)
-            .build()
-    }
-
-    /// The removal of the cookie `name`, with the attributes it was set with (a browser
-    /// ignores a `__Host-` cookie without `Secure`, its removal included).
-    pub(crate) fn removal(&self, name: &'static str) -> Cookie<'static> {
-        let mut cookie = self.cookie(name, String::new());
-        cookie.make_removal();
-        cookie
-    }
-}
-
-impl FromRef<AppState> for Key {
-    fn from_ref(state: &AppState) -> Key {
-        state.0.key.clone()
-    }
-}
 
 /// The console's routes and layers.
 pub fn router(state: AppState) -> Router {

@@ -16,12 +16,12 @@ use hookline_dlq::resolve::{Mark, mark};
 use hookline_dlq::{Filter, RecordRef, RedriveOptions, Target};
 use maud::{Markup, html};
 
-use super::dlq::{event_href, record_href, sources};
 use super::layout::{Nav, csrf_field, page, respond};
+use super::links::{event_href, record_href, sources};
 use super::selector::Selector;
 use super::{PageError, Params, require};
 use crate::auth::{Permission, Session};
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// The longest note, in characters.
 pub const MAX_NOTE_CHARS: usize = 2_000;

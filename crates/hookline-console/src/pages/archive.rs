@@ -23,12 +23,12 @@ use maud::{Markup, html};
 use object_store::path::Path as ObjectPath;
 
 use super::actions::back_href;
-use super::dlq::{event_href, record_href, sources};
 use super::layout::{Nav, csrf_field, page, respond, time};
+use super::links::{event_href, record_href, sources};
 use super::selector::Selector;
 use super::{PageError, Params, error_chain, require};
 use crate::auth::{Permission, Session};
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// What an archive would write, read from the selection; nothing is sent to the store.
 #[derive(Debug, Default)]

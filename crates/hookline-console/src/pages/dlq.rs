@@ -10,26 +10,16 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use hookline_core::envelope::ErrorReason;
 use hookline_dlq::filter::now_ms;
-use hookline_dlq::{ReadOptions, RecordRef, Selected, SelectedItem, Selection, Sources};
+use hookline_dlq::{ReadOptions, RecordRef, Selected, SelectedItem, Selection};
 use maud::{Markup, html};
 
 use super::layout::{Nav, page, respond, status_badge, time};
+use super::links::{event_href, record_href, short, sources};
 use super::listing::{Listing, Pager};
 use super::selector::{Selector, StatusFilter};
-use super::{ECHO_HIDDEN, PageError, Params, actions, archive, payloads_hidden, query};
+use super::{ECHO_HIDDEN, PageError, Params, actions, archive, payloads_hidden};
 use crate::auth::{Permission, Session};
-use crate::server::AppState;
-
-/// Where the console reads the DLQ.
-pub fn sources(state: &AppState) -> Sources<'_> {
-    let context = state.context();
-    Sources {
-        kafka: &context.kafka,
-        registry: context.registry.clone(),
-        dlq_topic: context.topics.dlq(),
-        actions_topic: context.topics.dlq_actions(),
-    }
-}
+use crate::state::AppState;
 
 /// `GET /dlq?reason=&tenant=&endpoint=&event_type=&event_id=&since=&until=&status=&page=`.
 pub async fn list(
@@ -100,7 +90,7 @@ pub async fn list(
             (count_table("By endpoint", "endpoint", &summary.by_endpoint, &selector))
         }
         h2 #records-heading { (records_heading(summary.total, !selector.is_everything())) }
-        (records_table(&records, payloads_hidden(&state, &session)))
+        (records_table(&records, payloads_hidden(state.settings(), &session)))
         (pager_links(&selector, pager, summary.total))
         @if can_act && summary.total > 0 {
             (actions::forms(&selector, "the records that match", matches!(selector.status, StatusFilter::Redriven | StatusFilter::Resolved)))
@@ -123,16 +113,6 @@ pub fn records_heading(total: u64, filtered: bool) -> String {
         (false, false) => format!("{total} records"),
         (false, true) => format!("{total} records match"),
     }
-}
-
-/// The link to one record's page.
-pub fn record_href(place: RecordRef) -> String {
-    format!("/dlq/records/{}/{}", place.partition, place.offset)
-}
-
-/// The link to an event's page.
-pub fn event_href(event_id: &str) -> String {
-    format!("/events?{}", query(&[("id", event_id)]))
 }
 
 fn filter_form(selector: &Selector) -> Markup {
@@ -267,15 +247,6 @@ fn records_table(records: &[Selected], hide_echoes: bool) -> Markup {
             }
         }
     }
-}
-
-/// At most `max` characters of `text`, with `…` when cut.
-pub fn short(text: &str, max: usize) -> String {
-    let mut out: String = text.chars().take(max).collect();
-    if out.len() < text.len() {
-        out.push('…');
-    }
-    out
 }
 
 fn pager_links(selector: &Selector, pager: Pager, total: u64) -> Markup {

@@ -22,7 +22,7 @@ use crate::insight::view::endpoints_page;
 use super::layout::{Nav, csrf_field, page, respond, time};
 use super::{PageError, Params, error_chain, payloads_hidden, query, require};
 use crate::auth::{Permission, Session};
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// The tenant filter's value for endpoints without a tenant.
 pub const NO_TENANT: &str = "-";
@@ -58,7 +58,11 @@ pub async fn list(
         .endpoints((!tenant.is_empty() && tenant != NO_TENANT).then_some(tenant))
         .await
     {
-        Ok(page) => endpoints_page(&page, payloads_hidden(&state, &session), |_| html! {}),
+        Ok(page) => endpoints_page(
+            &page,
+            payloads_hidden(state.settings(), &session),
+            |_| html! {},
+        ),
         Err(error) => html! {
             div.notice.error role="status" { p { "Endpoint health could not be read: " (error_chain(&error)) } }
         },

@@ -11,11 +11,11 @@ use hookline_dlq::filter::{TimeBound, now_ms};
 use hookline_dlq::history::{Lookup, LookupOptions, Step, StepKind, lookup};
 use maud::{Markup, html};
 
-use super::dlq::{record_href, short};
 use super::layout::{Nav, page, respond, time};
+use super::links::{record_href, short};
 use super::{ECHO_HIDDEN, PageError, Params, payloads_hidden, query};
 use crate::auth::Session;
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// `GET /events?id=&since=`: the search form, or the event's story.
 pub async fn show(
@@ -58,7 +58,11 @@ pub async fn show(
             page(Some(&session), &title, Nav::Events, body),
         ));
     }
-    let body = story_body(&found, &topics.dlq(), payloads_hidden(&state, &session));
+    let body = story_body(
+        &found,
+        &topics.dlq(),
+        payloads_hidden(state.settings(), &session),
+    );
     Ok(respond(
         StatusCode::OK,
         page(Some(&session), &title, Nav::Events, body),

@@ -22,7 +22,7 @@ use super::Params;
 use super::layout::{Nav, page, respond};
 use crate::auth::session::{CookieValue, Identity as Via};
 use crate::auth::{Refusal, Session, csrf};
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// Where to go after logging in: a path of this console only (`/...`, never `//host`).
 pub fn safe_next(next: &str) -> &str {

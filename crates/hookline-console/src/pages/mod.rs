@@ -6,6 +6,7 @@ pub mod dlq;
 pub mod endpoints;
 pub mod event;
 pub mod layout;
+pub mod links;
 pub mod listing;
 pub mod login;
 pub mod overview;
@@ -18,14 +19,14 @@ use hookline_dlq::DlqError;
 use serde::Deserialize;
 
 use crate::auth::{Permission, Role, Session};
-use crate::server::AppState;
+use crate::config::ConsoleSettings;
 
 pub use crate::auth::ECHO_HIDDEN;
 
 /// Whether `session` is kept from payloads, and from what may echo them: a viewer, with
 /// `console.hide_payloads_from_viewer`.
-pub fn payloads_hidden(state: &AppState, session: &Session) -> bool {
-    session.role == Role::Viewer && state.settings().hide_payloads_from_viewer
+pub fn payloads_hidden(settings: &ConsoleSettings, session: &Session) -> bool {
+    session.role == Role::Viewer && settings.hide_payloads_from_viewer
 }
 
 /// A form's or a query string's fields, in order (a field may repeat).

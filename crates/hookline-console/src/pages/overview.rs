@@ -11,7 +11,7 @@ use super::{PageError, error_chain};
 use crate::auth::Session;
 use crate::insight::InsightError;
 use crate::insight::view::{circuits_list, lag_table, overview_page};
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// `GET /overview`.
 pub async fn show(State(state): State<AppState>, session: Session) -> Result<Response, PageError> {

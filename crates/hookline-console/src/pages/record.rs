@@ -13,12 +13,12 @@ use hookline_dlq::original::original_event;
 use hookline_dlq::{ReadOptions, RecordRef, Selected, SelectedItem, Selection, Status};
 use maud::{Markup, html};
 
-use super::dlq::{event_href, sources};
 use super::layout::{Nav, bytes_text, page, respond, status_badge, time};
+use super::links::{event_href, sources};
 use super::selector::Selector;
 use super::{ECHO_HIDDEN, PageError, actions, payloads_hidden, query};
 use crate::auth::{Permission, Session};
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// `GET /dlq/records/<partition>/<offset>`.
 pub async fn show(
@@ -57,7 +57,7 @@ pub async fn show(
             }
         },
         Some(SelectedItem::Record(selected)) => {
-            let hide = payloads_hidden(&state, &session);
+            let hide = payloads_hidden(state.settings(), &session);
             let decoded = if hide {
                 None
             } else {
