@@ -16,6 +16,7 @@ pub mod decision;
 pub mod endpoint;
 pub mod envelope;
 pub mod event;
+pub mod fair_share;
 pub mod framing;
 pub mod headers;
 pub mod pause;
