@@ -4,8 +4,6 @@
 //! would take, and delivers every event after them once.
 
 use std::collections::HashMap;
-use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
 use hookline_core::envelope::{DlqEnvelope, ErrorReason};
@@ -17,7 +15,8 @@ use hookline_testkit::{
 };
 use rdkafka::Message;
 use rdkafka::producer::{FutureProducer, FutureRecord};
-use tokio::process::{Child, Command};
+
+use crate::dispatch;
 
 const DEADLINE: Duration = Duration::from_secs(90);
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -27,30 +26,6 @@ const ADDRESS_SPACE_CAP: u64 = 6 << 30;
 /// The most resident memory the dispatcher may have reached: a few times what it needs
 /// idle, far below the gigabytes the bombs decode into.
 const PEAK_RSS_CAP_KIB: u64 = 512 << 10;
-
-/// `hookline dispatch` under an address-space cap (util-linux's `prlimit`), logging to
-/// `<dir>/dispatcher.log`.
-fn capped_dispatcher(topics: &TestTopics, config: &Path, dir: &Path) -> Child {
-    let log = std::fs::File::create(dir.join("dispatcher.log")).expect("log file");
-    Command::new("prlimit")
-        .arg(format!("--as={ADDRESS_SPACE_CAP}"))
-        .arg("--")
-        .arg(env!("CARGO_BIN_EXE_hookline"))
-        .args(["--bootstrap-servers", &kafka_settings().bootstrap_servers])
-        .args(["--registry-url", &registry_settings().url])
-        .args(["--events-topic", &topics.events])
-        .args(["--endpoints-topic", &topics.endpoints])
-        .arg("dispatch")
-        .arg("--config")
-        .arg(config)
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .kill_on_drop(true)
-        .spawn()
-        .expect("prlimit (util-linux) and hookline dispatch start")
-}
 
 /// The peak resident memory of process `pid`, in KiB (`VmHWM`).
 fn peak_rss_kib(pid: u32) -> u64 {
@@ -133,7 +108,11 @@ async fn avro_bombs_are_parked_and_the_dispatcher_stays_up_with_bounded_memory()
         ),
     )
     .expect("config file");
-    let mut child = capped_dispatcher(&topics, &config, dir.path());
+    // An address-space cap (util-linux's prlimit, which execs the dispatcher).
+    let cap = format!("--as={ADDRESS_SPACE_CAP}");
+    let prlimit = ["prlimit", cap.as_str(), "--"];
+    let mut child =
+        dispatch::dispatcher_under(&prlimit, "dispatcher", &topics, &config, dir.path());
     let pid = child.id().expect("running");
 
     // Each bomb is parked as a malformed event, saying why.
@@ -179,5 +158,5 @@ async fn avro_bombs_are_parked_and_the_dispatcher_stays_up_with_bounded_memory()
         peak < PEAK_RSS_CAP_KIB,
         "peak RSS {peak} KiB, over {PEAK_RSS_CAP_KIB} KiB"
     );
-    crate::dispatch::terminate(&mut child).await;
+    dispatch::terminate(&mut child).await;
 }

@@ -18,8 +18,29 @@ const DEADLINE: Duration = Duration::from_secs(90);
 
 /// Starts `hookline dispatch` with `config`, logging to `<dir>/<name>.log`.
 pub(crate) fn dispatcher(name: &str, topics: &TestTopics, config: &Path, dir: &Path) -> Child {
+    dispatcher_under(&[], name, topics, config, dir)
+}
+
+/// As [`dispatcher`], run through `wrapper` (a program and its arguments, such as
+/// `prlimit --as=...`, that execs the rest of its command line) when it is not empty.
+pub(crate) fn dispatcher_under(
+    wrapper: &[&str],
+    name: &str,
+    topics: &TestTopics,
+    config: &Path,
+    dir: &Path,
+) -> Child {
     let log = std::fs::File::create(dir.join(format!("{name}.log"))).expect("log file");
-    Command::new(env!("CARGO_BIN_EXE_hookline"))
+    let hookline = env!("CARGO_BIN_EXE_hookline");
+    let mut command = match wrapper.split_first() {
+        Some((program, args)) => {
+            let mut command = Command::new(program);
+            command.args(args).arg(hookline);
+            command
+        }
+        None => Command::new(hookline),
+    };
+    command
         .args(["--bootstrap-servers", &kafka_settings().bootstrap_servers])
         .args(["--registry-url", &registry_settings().url])
         .args([
@@ -38,7 +59,7 @@ pub(crate) fn dispatcher(name: &str, topics: &TestTopics, config: &Path, dir: &P
         .stderr(log)
         .kill_on_drop(true)
         .spawn()
-        .expect("hookline dispatch starts")
+        .expect("hookline dispatch (and its wrapper) starts")
 }
 
 /// Sends SIGTERM to `child` and waits (at most 30 s, its grace period) for it to exit.
