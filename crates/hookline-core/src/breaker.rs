@@ -255,6 +255,19 @@ impl CircuitBreaker {
         }
     }
 
+    /// How long it still rejects every attempt, when it is open and `open_for` has not
+    /// passed (a half-open breaker admits probes: `None`).
+    pub fn open_for_another(&self, now: Instant) -> Option<Duration> {
+        match self.phase {
+            Phase::Open { since } => self
+                .policy
+                .open_for
+                .checked_sub(now.saturating_duration_since(since))
+                .filter(|left| !left.is_zero()),
+            Phase::Closed | Phase::HalfOpen { .. } => None,
+        }
+    }
+
     /// The current state. An open breaker past `open_for` stays `Open` here until the next
     /// [`admit`](Self::admit).
     pub fn state(&self) -> BreakerState {
@@ -371,6 +384,25 @@ mod tests {
             Some(BreakerState::Closed)
         );
         assert_eq!(breaker.last_decision(), (1, 3), "the probes decided");
+    }
+
+    #[test]
+    fn an_open_breaker_says_how_long_it_stays_shut() {
+        let start = Instant::now();
+        let closed = CircuitBreaker::new(BreakerPolicy::default());
+        assert_eq!(closed.open_for_another(start), None);
+        let (mut breaker, opened_at) = opened(start);
+        assert_eq!(
+            breaker.open_for_another(opened_at + ms(1_000)),
+            Some(ms(29_000))
+        );
+        assert_eq!(breaker.open_for_another(opened_at + ms(30_000)), None);
+        assert_eq!(breaker.admit(opened_at + ms(30_000)).0, Admission::Probe);
+        assert_eq!(
+            breaker.open_for_another(opened_at + ms(30_000)),
+            None,
+            "half-open"
+        );
     }
 
     #[test]

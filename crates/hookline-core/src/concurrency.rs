@@ -14,9 +14,23 @@ pub fn endpoint_share(max_in_flight: usize) -> u32 {
         .max(1)
 }
 
+/// The attempts slow, failing and unproven endpoints share, all together, when the
+/// dispatcher allows `max_in_flight` (at least 1): half, so that the healthy endpoints always
+/// have the other half however many misbehave.
+pub fn slow_share(max_in_flight: usize) -> usize {
+    (max_in_flight / 2).max(1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slow_endpoints_share_half_of_the_attempts_and_at_least_one() {
+        assert_eq!(slow_share(256), 128);
+        assert_eq!(slow_share(1), 1);
+        assert_eq!(slow_share(0), 1);
+    }
 
     #[test]
     fn an_endpoint_gets_a_quarter_of_the_attempts_and_at_least_one() {
