@@ -48,7 +48,8 @@ impl TopicsPlan {
     }
 
     /// The topics to create, in order: events, fan-out (tenant events), retry tiers
-    /// (shortest first), DLQ, attempts, DLQ actions, endpoints, cancellations.
+    /// (shortest first), the slow lane, DLQ, attempts, DLQ actions, endpoints,
+    /// cancellations.
     pub fn specs(&self) -> Result<Vec<TopicSpec>, ProvisionError> {
         self.check()?;
         let min_insync = if self.replication >= 3 { "2" } else { "1" };
@@ -85,6 +86,12 @@ impl TopicsPlan {
                 self.retry_retention_ms,
             )
         }));
+        // Its records wait for their endpoint, not for a time: kept as long as events.
+        specs.push(log(
+            self.topics.lane(),
+            self.partitions,
+            self.events_retention_ms,
+        ));
         specs.push(log(
             self.topics.dlq(),
             self.partitions,
@@ -229,6 +236,7 @@ mod tests {
                 "webhook-events.retry.1m",
                 "webhook-events.retry.10m",
                 "webhook-events.retry.1h",
+                "webhook-events.lane",
                 "webhook-events.dlq",
                 "webhook-events.attempts",
                 "webhook-events.dlq-actions",
@@ -236,23 +244,28 @@ mod tests {
                 "webhook-events.cancellations",
             ]
         );
-        let cancellations = &specs[10];
+        let cancellations = &specs[11];
         assert_eq!(
             config(cancellations, "cleanup.policy"),
             Some("compact,delete")
         );
         assert_eq!(config(cancellations, "retention.ms"), Some("604800000"));
         assert_eq!(cancellations.partitions, 3);
-        let attempts = &specs[7];
+        let attempts = &specs[8];
         assert_eq!(attempts.partitions, 6, "as many as the events topic");
         assert_eq!(config(attempts, "cleanup.policy"), Some("delete"));
         assert_eq!(config(attempts, "retention.ms"), Some("604800000"));
-        assert!(specs[..7].iter().all(|s| s.partitions == 6));
+        assert!(specs[..8].iter().all(|s| s.partitions == 6));
         assert_eq!(config(&specs[0], "cleanup.policy"), Some("delete"));
         assert_eq!(config(&specs[1], "retention.ms"), Some("604800000"));
         assert_eq!(config(&specs[2], "retention.ms"), Some("259200000"));
-        assert_eq!(config(&specs[6], "retention.ms"), Some("2592000000"));
-        let endpoints = &specs[9];
+        assert_eq!(
+            config(&specs[6], "retention.ms"),
+            Some("604800000"),
+            "the lane keeps records as long as the events topic"
+        );
+        assert_eq!(config(&specs[7], "retention.ms"), Some("2592000000"));
+        let endpoints = &specs[10];
         assert_eq!(config(endpoints, "cleanup.policy"), Some("compact"));
         assert_eq!(endpoints.partitions, 3);
         assert_eq!(config(endpoints, "retention.ms"), None);
@@ -271,8 +284,8 @@ mod tests {
         assert_eq!(names[2..4], ["ev.retry.200ms", "ev.retry.1m"]);
         assert_eq!(
             names.len(),
-            9,
-            "events, fan-out, 2 tiers, DLQ, attempts, actions, endpoints, cancellations"
+            10,
+            "events, fan-out, 2 tiers, lane, DLQ, attempts, actions, endpoints, cancellations"
         );
     }
 

@@ -41,6 +41,12 @@ impl Topics {
         format!("{}.retry.{}", self.events, format_suffix(tier_delay))
     }
 
+    /// The slow lane: `<events>.lane`, where a slow endpoint's records wait for its turn,
+    /// keyed by endpoint (the dispatcher creates it when missing).
+    pub fn lane(&self) -> String {
+        format!("{}.lane", self.events)
+    }
+
     /// The fan-out topic: `<events>.fanout`, where tenant events are published (keyed by
     /// tenant id) for the fan-out stage to turn into deliveries.
     pub fn fanout(&self) -> String {
@@ -86,6 +92,7 @@ mod tests {
             "webhook-events.retry.200ms"
         );
         assert_eq!(topics.dlq(), "webhook-events.dlq");
+        assert_eq!(topics.lane(), "webhook-events.lane");
         assert_eq!(topics.fanout(), "webhook-events.fanout");
         assert_eq!(topics.dlq_actions(), "webhook-events.dlq-actions");
         assert_eq!(topics.cancellations(), "webhook-events.cancellations");

@@ -76,6 +76,7 @@ async fn topics_create_then_publish_stdin_lines_with_bad_ones() {
         events.clone(),
         format!("{events}.retry.200ms"),
         format!("{events}.retry.5s"),
+        format!("{events}.lane"),
         format!("{events}.dlq"),
         endpoints.clone(),
         format!("{events}.cancellations"),
