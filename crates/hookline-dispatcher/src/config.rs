@@ -158,13 +158,19 @@ pub struct ConcurrencyConfig {
     /// Attempts running at once per endpoint (endpoints may override it), at most a quarter
     /// of `max_in_flight` (one endpoint's share; start-up warns when it is more).
     pub per_endpoint: u32,
-    /// Records that may wait for (or run) one endpoint's attempts at once: its share of
-    /// `max_pending`, so that a slow endpoint cannot take them all.
+    /// Records of one fast endpoint held at once (waiting for or running its attempts):
+    /// its share of `max_pending`. While it is full, the partition of its next record
+    /// pauses; a slow endpoint holds only what it runs (see `slow_after_ms`).
     pub per_endpoint_queue: usize,
-    /// How long a record waits for a place in its endpoint's queue, for its endpoint's
-    /// permits and rate limit, and for a global permit, in milliseconds, before it is
-    /// deferred to a retry tier without an attempt (others must not wait for it).
-    pub queue_wait_ms: u64,
+    /// When an endpoint is slow, in milliseconds: its attempts take longer than this, or
+    /// none of those running ends for this long (or they fail, or its circuit is open). A
+    /// slow endpoint's records draw on a budget all slow endpoints share (half of
+    /// `max_in_flight`, in fair shares); one that finds no room goes to the slow lane
+    /// (`<events>.lane`) at once, without an attempt, and waits there for its turn.
+    pub slow_after_ms: u64,
+    /// Replaced by `slow_after_ms`; refused with a message naming it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_wait_ms: Option<u64>,
     /// Most records between a partition's committed offset and the newest record taken
     /// from it: past it the partition pauses until the commit moves on. A crash or a
     /// rebalance re-delivers at most this many records per partition.
@@ -263,7 +269,8 @@ impl Default for ConcurrencyConfig {
             max_pending: 2048,
             per_endpoint: 16,
             per_endpoint_queue: 256,
-            queue_wait_ms: 1_000,
+            slow_after_ms: 1_000,
+            queue_wait_ms: None,
             max_uncommitted_per_partition: 5_000,
             max_hold_ms: 60_000,
         }

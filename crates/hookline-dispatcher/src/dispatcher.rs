@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::admin;
+use crate::admission::Admission;
 use crate::attempts;
 use crate::cancellations::CancellationSet;
 use crate::config::GroupProtocol;
@@ -96,7 +97,12 @@ pub async fn start(settings: Settings, shutdown: CancellationToken) -> Result<Ru
     let attempt_log = attempt_log(&settings, &registry, &metrics, &tracker, &shutdown).await?;
     let operator = operator::start(&settings, &metrics.operator, &tracker, &shutdown)?;
 
-    let mut topics = vec![settings.events_topic.clone(), settings.dlq_topic.clone()];
+    ensure_lane(&settings).await?;
+    let mut topics = vec![
+        settings.events_topic.clone(),
+        settings.dlq_topic.clone(),
+        settings.lane_topic.clone(),
+    ];
     topics.extend(settings.tiers.topics(&settings.events_topic));
     let mut needed = topics.clone();
     if settings.fanout.enabled {
@@ -145,7 +151,12 @@ pub async fn start(settings: Settings, shutdown: CancellationToken) -> Result<Ru
         endpoints,
         metrics: metrics.clone(),
         global: Arc::new(Semaphore::new(settings.max_in_flight)),
-        pressure: crate::pressure::Pressure::default(),
+        admission: Admission::new(
+            settings.per_endpoint_queue,
+            hookline_core::concurrency::slow_share(settings.max_in_flight),
+            // A quarter of the pending records: the rest stay for the main topic and tiers.
+            (settings.max_pending / 4).max(1),
+        ),
         telemetry: Telemetry::new(settings.telemetry.as_ref())?,
         lifecycle: lifecycle(&settings, &metrics)?.with_operator(operator.clone()),
         cancellations,
@@ -287,6 +298,53 @@ async fn set_group_session_timeout(settings: &Settings, timeout: Duration) -> Re
 }
 
 /// Fails with the first of `topics` that the cluster does not have.
+/// Creates the slow lane when it is missing, with as many partitions as the events topic and
+/// its replication factor: a topic hookline alone writes, made by the dispatcher so that a
+/// deployment from before it needs no step.
+async fn ensure_lane(settings: &Settings) -> Result<()> {
+    let consumer: rdkafka::consumer::BaseConsumer = settings
+        .kafka
+        .client_config()
+        .create()
+        .map_err(|source| DispatchError::kafka("creating a metadata client", source))?;
+    let events = settings.events_topic.clone();
+    let shape = tokio::task::spawn_blocking(move || {
+        let metadata = consumer
+            .fetch_metadata(Some(&events), Duration::from_secs(10))
+            .map_err(|source| DispatchError::kafka("reading cluster metadata", source))?;
+        let shape = metadata
+            .topics()
+            .iter()
+            .find(|t| t.name() == events && t.error().is_none())
+            .map(|topic| {
+                let partitions = topic.partitions();
+                let count = i32::try_from(partitions.len()).unwrap_or(i32::MAX);
+                let replication = partitions
+                    .first()
+                    .map_or(1, |p| i32::try_from(p.replicas().len()).unwrap_or(1));
+                (count, replication.max(1))
+            });
+        Ok::<_, DispatchError>(shape)
+    })
+    .await
+    .map_err(|error| DispatchError::Internal(format!("metadata check failed: {error}")))??;
+    // A missing events topic is reported by the check that follows.
+    let Some((partitions, replication)) = shape.filter(|(count, _)| *count > 0) else {
+        return Ok(());
+    };
+    let spec = hookline_kafka::TopicSpec::new(&settings.lane_topic, partitions, replication);
+    let created = hookline_kafka::ensure_topics(&settings.kafka, &[spec])
+        .await
+        .map_err(|source| DispatchError::CreateTopic {
+            topic: settings.lane_topic.clone(),
+            source: Box::new(source),
+        })?;
+    if !created.is_empty() {
+        tracing::info!(topic = settings.lane_topic, partitions, "slow lane created");
+    }
+    Ok(())
+}
+
 async fn check_topics(settings: &Settings, topics: &[String]) -> Result<()> {
     let consumer: rdkafka::consumer::BaseConsumer = settings
         .kafka
@@ -411,7 +469,7 @@ pub(crate) async fn load_endpoints(
                 .last()
                 .map_or(settings.retry.cap, |tier| tier.delay),
             timeout: settings.timeout,
-            queue: settings.per_endpoint_queue,
+            slow_after: settings.slow_after,
             retry: settings.retry,
             breaker: settings.breaker,
             clients: client_factory(settings),

@@ -36,6 +36,15 @@ pub enum DispatchError {
     /// The registry refused or could not be reached at start-up.
     #[error("schema registry: {0}")]
     Registry(#[from] hookline_kafka::Error),
+    /// A topic the dispatcher makes itself (the slow lane) could not be created.
+    #[error("creating topic {topic}")]
+    CreateTopic {
+        /// The topic.
+        topic: String,
+        /// Why.
+        #[source]
+        source: Box<hookline_kafka::Error>,
+    },
     /// A topic the dispatcher needs does not exist.
     #[error("topic {0} does not exist (create it with `hookline topics create`)")]
     MissingTopic(String),

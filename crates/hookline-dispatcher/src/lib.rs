@@ -5,6 +5,7 @@
 //! (decode, validate, admit, attempt, decide, write), `shared` finishes its offset.
 
 mod admin;
+mod admission;
 mod attempts;
 mod cancellations;
 mod clock;
@@ -25,7 +26,6 @@ mod metrics;
 mod offsets;
 mod operator;
 mod poll;
-mod pressure;
 mod readiness;
 mod record;
 mod settings;

@@ -56,6 +56,9 @@ struct StateLabel {
     state: &'static str,
 }
 
+/// The tier label of a deferral to the slow lane.
+pub(crate) const LANE: &str = "lane";
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct DeferLabel {
     tier: String,
@@ -101,6 +104,7 @@ pub struct Metrics {
     registry_waits: Counter,
     dlq_refused: Counter,
     paused: Family<StateLabel, Gauge>,
+    admission: Family<StateLabel, Gauge>,
     latency: Histogram,
     in_flight: Gauge,
     lag: Gauge,
@@ -172,6 +176,7 @@ impl Metrics {
         let registry_waits = Counter::default();
         let dlq_refused = Counter::default();
         let paused = Family::<StateLabel, Gauge>::default();
+        let admission = Family::<StateLabel, Gauge>::default();
         let latency = Histogram::new(exponential_buckets(0.005, 2.0, 14));
         let in_flight = Gauge::default();
         let lag = Gauge::default();
@@ -207,7 +212,7 @@ impl Metrics {
         );
         registry.register(
             "webhook_deferrals",
-            "Records put off to a tier without an attempt, by tier and cause",
+            "Records put off without an attempt to a tier or to the slow lane (tier \"lane\"), by tier and cause",
             deferrals.clone(),
         );
         registry.register(
@@ -254,6 +259,11 @@ impl Metrics {
             "webhook_delivery_latency_seconds",
             "Duration of one HTTP attempt",
             latency.clone(),
+        );
+        registry.register(
+            "webhook_slow_budget",
+            "The budget slow and new endpoints share: units held (slow_units) and slow-lane records waiting for one (lane_waiting)",
+            admission.clone(),
         );
         registry.register(
             "webhook_in_flight",
@@ -307,6 +317,7 @@ impl Metrics {
             registry_waits,
             dlq_refused,
             paused,
+            admission,
             latency,
             in_flight,
             lag,
@@ -401,7 +412,9 @@ impl Metrics {
             why,
         };
         self.deferrals.get_or_create(&label).inc();
-        self.retry_scheduled(tier);
+        if tier != LANE {
+            self.retry_scheduled(tier);
+        }
     }
 
     pub(crate) fn hopped(&self, tier: &str) {
@@ -473,6 +486,14 @@ impl Metrics {
     pub(crate) fn set_paused(&self, state: &'static str, count: usize) {
         let value = i64::try_from(count).unwrap_or(i64::MAX);
         self.paused.get_or_create(&StateLabel { state }).set(value);
+    }
+
+    /// The slow endpoints' budget: units of the pool held, and lane records waiting.
+    pub(crate) fn set_slow_budget(&self, units: usize, lane_waiting: usize) {
+        for (state, value) in [("slow_units", units), ("lane_waiting", lane_waiting)] {
+            let value = i64::try_from(value).unwrap_or(i64::MAX);
+            self.admission.get_or_create(&StateLabel { state }).set(value);
+        }
     }
 
     pub(crate) fn set_in_flight(&self, value: usize) {

@@ -3,10 +3,12 @@
 //! (rewound to the record, polling on for the others) while its head record is not due,
 //! while its uncommitted window is full, or while a strict-ordering endpoint's chain on it is
 //! full; and resumes it when that ends. Records that hold their partition's commit too long
-//! are told to move on to a tier. When every pending place is taken, it holds the record it
-//! fetched last and says for whom ([`crate::pressure`]), so that records waiting past their
-//! deadline for other endpoints give way to it. On shutdown it stops fetching, drains within
-//! the grace period and commits.
+//! are told to move on to a tier. Each record is admitted before it starts
+//! ([`crate::admission`]): a fast endpoint's into its queue (its partition pauses while the
+//! queue is full), a slow endpoint's with a unit of the slow endpoints' pool, or else to the
+//! slow lane at once (a slow-lane record's partition pauses until a unit is kept for it).
+//! When every pending place is taken, it holds the record it fetched last until one is free.
+//! On shutdown it stops fetching, drains within the grace period and commits.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -19,14 +21,14 @@ use tokio::sync::{Semaphore, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::admission::{Ticket, Wait};
 use crate::clock::now_ms;
 use crate::context::{DispatchContext, commit};
-use crate::delivery::{self, Ctx, Delivery, Intake};
+use crate::delivery::{self, Ctx, Delivery, Intake, Written};
 use crate::error::{DispatchError, Result};
 use crate::fast::FastMap;
 use crate::metrics::Metrics;
 use crate::offsets::PartitionKey;
-use crate::pressure::Hold;
 use crate::record::{SourceRecord, TopicNames};
 use crate::shared::{Pause, Shared};
 
@@ -52,26 +54,13 @@ pub(crate) async fn run_loop(
     let mut topics = TopicNames::default();
     // A fetched record that found no pending place: no more are fetched until it has one.
     let mut held: Option<Ready> = None;
-    let mut hold: Option<Hold> = None;
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // Waited for across the turns of the loop, not made again at each: the shutdown's
-    // waiter, and the timer of the held record's next word, set once per hold (moved on to
-    // the next hold's time, never taken down and put back).
+    // The shutdown's waiter, made once, not at each turn of the loop.
     let stopping = shutdown.cancelled();
     tokio::pin!(stopping);
-    let hold_timer = tokio::time::sleep(Duration::ZERO);
-    tokio::pin!(hold_timer);
-    let mut hold_timer_at = None;
     loop {
         let next_resume = shared.next_resume().map(tokio::time::Instant::from_std);
-        let hold_at = hold.as_ref().and_then(|h| h.next_at(settings.queue_wait));
-        if let Some(at) = hold_at
-            && hold_timer_at != Some(at)
-        {
-            hold_timer.as_mut().reset(at);
-            hold_timer_at = Some(at);
-        }
         tokio::select! {
             biased;
             () = &mut stopping => break,
@@ -87,24 +76,18 @@ pub(crate) async fn run_loop(
                     tracing::info!(records = told, "records held their partition's commit too long; moving them to a tier");
                 }
                 chains.sweep();
+                let (units, lane_waiting) = ctx.admission.in_use();
+                ctx.metrics.set_slow_budget(units, lane_waiting);
                 resume_ready(&consumer, &shared, &chains, &ctx);
-            }
-            () = &mut hold_timer, if hold_at.is_some() => {
-                // Records past their deadline for other endpoints now give way; after
-                // `queue_wait`, whatever their endpoint.
-                if let Some(hold) = hold.as_mut() {
-                    hold.escalate(&ctx.pressure);
-                }
             }
             permit = Arc::clone(&pending).acquire_owned(), if held.is_some() => {
                 let (Ok(permit), Some(ready)) = (permit, held.take()) else {
                     tracing::error!("the pending places are closed");
                     break;
                 };
-                hold = None;
-                ctx.pressure.relieved();
-                let spawn = ready.start(&shared, &ctx, Some(permit));
-                spawn.launch(&tasks, &ctx, &shared, &consumer);
+                if let Taken::Run(spawn) = admit(&consumer, &shared, &ctx, ready, permit) {
+                    spawn.launch(&tasks, &ctx, &shared, &consumer);
+                }
             }
             message = consumer.recv(), if held.is_none() => {
                 let message = match message {
@@ -121,10 +104,7 @@ pub(crate) async fn run_loop(
                     Taken::Run(spawn) => {
                         spawn.launch(&tasks, &ctx, &shared, &consumer);
                     }
-                    Taken::Full(ready) => {
-                        hold = Some(Hold::new(ready.endpoint.as_ref().map(|e| e.id.as_str())));
-                        held = Some(ready);
-                    }
+                    Taken::Full(ready) => held = Some(ready),
                     Taken::Paused => {}
                 }
             }
@@ -132,7 +112,6 @@ pub(crate) async fn run_loop(
     }
     // A record still held was never started: its offset stays uncommitted.
     drop(held);
-    ctx.pressure.relieved();
 
     // Shutdown: stop fetching, let running deliveries finish within the grace period,
     // commit what is durable, leave the group.
@@ -216,6 +195,9 @@ impl Spawn {
             () = delivery.partition.cancel.cancelled() => false,
             outcome = delivery::run(&ctx, delivery) => outcome.is_ok(),
         };
+        // Its queue place or pool unit is free before the poll loop hears of the finish, so
+        // a partition paused for it resumes then.
+        drop(std::mem::take(&mut self.delivery.ticket));
         if finished {
             ctx.metrics
                 .set_in_flight(shared.finish(consumer.as_ref(), &key, offset));
@@ -241,21 +223,14 @@ struct Ready {
 }
 
 impl Ready {
-    /// Starts its delivery, holding `permit` (none for a strict endpoint's chained record).
+    /// Starts its delivery, holding `permit` (none for a strict endpoint's chained record)
+    /// and what admission gave it.
     fn start(
         self,
         shared: &Shared,
         ctx: &Ctx,
         permit: Option<tokio::sync::OwnedSemaphorePermit>,
-    ) -> Spawn {
-        self.start_linked(shared, ctx, permit, None)
-    }
-
-    fn start_linked(
-        self,
-        shared: &Shared,
-        ctx: &Ctx,
-        permit: Option<tokio::sync::OwnedSemaphorePermit>,
+        ticket: Ticket,
         link: Option<Link>,
     ) -> Spawn {
         let Ready {
@@ -271,6 +246,7 @@ impl Ready {
                 intake,
                 partition,
                 endpoint,
+                ticket,
             },
             _permit: permit,
             link,
@@ -294,7 +270,12 @@ fn take(
         // Fetched before the pause took effect; it is fetched again on resume.
         return Taken::Paused;
     }
-    let intake = delivery::intake(&record, &settings.events_topic, &settings.tiers, now_ms());
+    let written = Written {
+        events_topic: &settings.events_topic,
+        tiers: &settings.tiers,
+        lane_topic: &settings.lane_topic,
+    };
+    let intake = delivery::intake(&record, written, now_ms());
     if let Intake::NotDue(until_ms) = intake {
         let wait_ms = u64::try_from(until_ms.saturating_sub(now_ms())).unwrap_or(0);
         let until = Instant::now() + Duration::from_millis(wait_ms);
@@ -324,7 +305,8 @@ fn take(
             intake,
             endpoint,
         };
-        return Taken::Run(ready.start_linked(shared, ctx, None, Some(link)));
+        let spawn = ready.start(shared, ctx, None, Ticket::Nothing, Some(link));
+        return Taken::Run(spawn);
     }
     let ready = Ready {
         record,
@@ -332,8 +314,44 @@ fn take(
         endpoint,
     };
     match Arc::clone(pending).try_acquire_owned() {
-        Ok(permit) => Taken::Run(ready.start(shared, ctx, Some(permit))),
+        Ok(permit) => admit(consumer, shared, ctx, ready, permit),
         Err(_) => Taken::Full(ready),
+    }
+}
+
+/// Admits a record that has its pending place: what it holds while it runs, or its
+/// partition pauses until its endpoint can take it (the place is given back).
+fn admit(
+    consumer: &DispatchConsumer,
+    shared: &Shared,
+    ctx: &Ctx,
+    ready: Ready,
+    permit: tokio::sync::OwnedSemaphorePermit,
+) -> Taken {
+    let endpoint = match (&ready.intake, &ready.endpoint) {
+        (Intake::Deliver(_), Some(endpoint)) => endpoint,
+        // Not delivered here (a hop, a malformed record) or no known endpoint: nothing to
+        // hold but its pending place.
+        _ => return Taken::Run(ready.start(shared, ctx, Some(permit), Ticket::Nothing, None)),
+    };
+    let from_lane = *ready.record.topic == *ctx.settings.lane_topic;
+    let circuit = endpoint
+        .breaker
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .open_for_another(Instant::now());
+    match ctx.admission.enter(&endpoint.gate, from_lane, circuit) {
+        Ok(ticket) => Taken::Run(ready.start(shared, ctx, Some(permit), ticket, None)),
+        Err(wait) => {
+            let id = endpoint.id.clone();
+            let why = match wait {
+                Wait::QueueFull => Pause::QueueFull(id),
+                Wait::LaneFull => Pause::LaneFull,
+                Wait::Proving => Pause::Proving(id),
+            };
+            pause(consumer, shared, &ready.record, why, &ctx.metrics);
+            Taken::Paused
+        }
     }
 }
 
@@ -455,9 +473,22 @@ fn pause(
 /// Resumes every paused partition whose cause has ended.
 fn resume_ready(consumer: &DispatchConsumer, shared: &Shared, chains: &Chains, ctx: &Ctx) {
     let capacity = ctx.settings.per_endpoint_queue;
-    let ready = shared.take_resumable(Instant::now(), ctx.settings.max_uncommitted, |key, ep| {
-        chains.has_room(key, ep, capacity)
-    });
+    let admission = &ctx.admission;
+    let may_go_on = |key: &PartitionKey, pause: &Pause| match pause {
+        Pause::ChainFull(id) => chains.has_room(key, id, capacity),
+        // An endpoint gone from the table waits for nothing.
+        Pause::QueueFull(id) => ctx
+            .endpoints
+            .get(id)
+            .is_none_or(|endpoint| admission.queue_has_room(&endpoint.gate)),
+        Pause::LaneFull => admission.lane_has_room(),
+        Pause::Proving(id) => ctx
+            .endpoints
+            .get(id)
+            .is_none_or(|endpoint| admission.proven(&endpoint.gate)),
+        Pause::Until(_) | Pause::WindowFull => true,
+    };
+    let ready = shared.take_resumable(Instant::now(), ctx.settings.max_uncommitted, may_go_on);
     if ready.is_empty() {
         return;
     }

@@ -162,6 +162,15 @@ impl DispatcherConfig {
                 ),
             ));
         }
+        if self.concurrency.queue_wait_ms.is_some() {
+            return Err(DispatchError::config(
+                "concurrency.queue_wait_ms",
+                "was replaced by concurrency.slow_after_ms (records no longer wait for a \
+                 place: a slow endpoint's records go to the slow lane at once); set that \
+                 instead, or remove the key",
+            ));
+        }
+        positive("concurrency.slow_after_ms", self.concurrency.slow_after_ms)?;
         if self.concurrency.per_endpoint_queue > self.concurrency.max_pending / 2 {
             return Err(DispatchError::config(
                 "concurrency.per_endpoint_queue",
@@ -229,6 +238,7 @@ impl DispatcherConfig {
             fanout,
             endpoints_topic: (!self.topics.endpoints.is_empty())
                 .then(|| self.topics.endpoints.clone()),
+            lane_topic: format!("{}.lane", self.topics.events),
             events_topic: self.topics.events,
             dlq_topic,
             endpoints_file: self.endpoints_file,
@@ -252,7 +262,7 @@ impl DispatcherConfig {
             max_pending: self.concurrency.max_pending,
             per_endpoint_concurrency: self.concurrency.per_endpoint,
             per_endpoint_queue: self.concurrency.per_endpoint_queue,
-            queue_wait: Duration::from_millis(self.concurrency.queue_wait_ms),
+            slow_after: Duration::from_millis(self.concurrency.slow_after_ms),
             max_uncommitted: i64::try_from(self.concurrency.max_uncommitted_per_partition)
                 .unwrap_or(i64::MAX),
             max_hold: Duration::from_millis(self.concurrency.max_hold_ms),
@@ -407,6 +417,9 @@ pub struct Settings {
     pub events_topic: String,
     /// The DLQ topic.
     pub dlq_topic: String,
+    /// The slow lane: `<events>.lane`, where a slow endpoint's records wait their turn,
+    /// keyed by endpoint.
+    pub lane_topic: String,
     /// The endpoints topic, if used.
     pub endpoints_topic: Option<String>,
     /// The endpoints file, if used.
@@ -437,8 +450,8 @@ pub struct Settings {
     pub per_endpoint_concurrency: u32,
     /// Per-endpoint queue places.
     pub per_endpoint_queue: usize,
-    /// How long a record waits for a queue place before deferral.
-    pub queue_wait: Duration,
+    /// When an endpoint is slow.
+    pub slow_after: Duration,
     /// Most records between a partition's committed offset and the newest taken.
     pub max_uncommitted: i64,
     /// How long a record may hold its partition's commit position.

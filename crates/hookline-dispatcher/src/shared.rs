@@ -25,6 +25,13 @@ pub(crate) enum Pause {
     WindowFull,
     /// A strict-ordering endpoint's chain on it is full: resumed once the chain shortens.
     ChainFull(String),
+    /// A fast endpoint's queue is full: resumed once it has room, or the endpoint is slow.
+    QueueFull(String),
+    /// Every place of slow-lane records waiting for their turn is taken: resumed once half
+    /// are free.
+    LaneFull,
+    /// A new endpoint runs its first attempts: resumed once one shows it fast or slow.
+    Proving(String),
 }
 
 impl Pause {
@@ -34,6 +41,9 @@ impl Pause {
             Pause::Until(_) => "not_due",
             Pause::WindowFull => "window_full",
             Pause::ChainFull(_) => "chain_full",
+            Pause::QueueFull(_) => "queue_full",
+            Pause::LaneFull => "lane_full",
+            Pause::Proving(_) => "proving",
         }
     }
 }
@@ -167,7 +177,7 @@ impl Shared {
             .values()
             .filter_map(|pause| match pause {
                 Pause::Until(at) => Some(*at),
-                Pause::WindowFull | Pause::ChainFull(_) => None,
+                _ => None,
             })
             .min()
     }
@@ -180,12 +190,12 @@ impl Shared {
     }
 
     /// Takes the partitions that may be resumed: due ones, windows that shrank below half
-    /// of `max_window`, and chains for which `chain_has_room` says yes.
+    /// of `max_window`, and those waiting for capacity that `may_go_on` lets go.
     pub fn take_resumable(
         &self,
         now: Instant,
         max_window: i64,
-        chain_has_room: impl Fn(&PartitionKey, &str) -> bool,
+        may_go_on: impl Fn(&PartitionKey, &Pause) -> bool,
     ) -> Vec<PartitionKey> {
         let tracker = lock(&self.tracker);
         let mut paused = lock(&self.paused);
@@ -197,7 +207,9 @@ impl Shared {
                 Pause::WindowFull => {
                     tracker.window(key, tracker_next(&tracker, key)) < max_window / 2
                 }
-                Pause::ChainFull(endpoint) => chain_has_room(key, endpoint),
+                Pause::ChainFull(_) | Pause::QueueFull(_) | Pause::LaneFull | Pause::Proving(_) => {
+                    may_go_on(key, pause)
+                }
             })
             .map(|(key, _)| key.clone())
             .collect();
@@ -208,14 +220,18 @@ impl Shared {
     }
 
     /// How many partitions are paused, by cause label.
-    pub fn paused_counts(&self) -> [(&'static str, usize); 3] {
+    pub fn paused_counts(&self) -> [(&'static str, usize); 6] {
         let paused = lock(&self.paused);
         let count = |label| paused.values().filter(|p| p.label() == label).count();
         [
-            ("not_due", count("not_due")),
-            ("window_full", count("window_full")),
-            ("chain_full", count("chain_full")),
+            "not_due",
+            "window_full",
+            "chain_full",
+            "queue_full",
+            "lane_full",
+            "proving",
         ]
+        .map(|label| (label, count(label)))
     }
 
     /// Waits until none of `keys` has a delivery in flight, or `deadline` passes.
@@ -399,12 +415,16 @@ mod tests {
         assert_eq!(shared.next_resume(), Some(now + Duration::from_secs(1)));
         assert!(shared.has_capacity_pauses());
         // Nothing in flight on partitions 1 and 2: the window is empty; the chain is full.
-        let ready = shared.take_resumable(now, 10, |_, _| false);
-        assert_eq!(ready, [key(1)]);
-        let ready = shared.take_resumable(now + Duration::from_secs(1), 10, |_, _| true);
-        let mut ready = ready;
-        ready.sort();
-        assert_eq!(ready, [key(0), key(2)]);
+        let keys = |mut ready: Vec<PartitionKey>| {
+            ready.sort();
+            ready
+        };
+        assert_eq!(keys(shared.take_resumable(now, 10, |_, _| false)), [key(1)]);
+        let later = now + Duration::from_secs(1);
+        assert_eq!(
+            keys(shared.take_resumable(later, 10, |_, _| true)),
+            [key(0), key(2)]
+        );
         assert!(!shared.has_capacity_pauses());
         assert_eq!(shared.next_resume(), None);
     }

@@ -54,7 +54,7 @@ const KEYS: &[(&str, &str)] = &[
     ("concurrency", "max_pending"),
     ("concurrency", "per_endpoint"),
     ("concurrency", "per_endpoint_queue"),
-    ("concurrency", "queue_wait_ms"),
+    ("concurrency", "slow_after_ms"),
     ("concurrency", "max_uncommitted_per_partition"),
     ("concurrency", "max_hold_ms"),
     ("breaker", "failure_rate_percent"),

@@ -1,12 +1,14 @@
-//! Stage 3, admit: the endpoint's circuit breaker, its queue (its share of the records in
-//! flight), its concurrency and rate limits, then a global attempt permit. Every wait has a
-//! deadline: a record that cannot start in time is deferred to a tier (no attempt spent)
-//! rather than holding others back. The breaker is asked again once everything is held, as
-//! it may have opened meanwhile. A strict-ordering endpoint's records are chained by the poll
-//! loop and cannot be deferred without breaking their order: they wait, cancellably.
+//! Stage 3, admit: the endpoint's circuit breaker; a unit of the slow endpoints' pool when
+//! its endpoint is not proven fast and the record holds none yet (a slow endpoint's record
+//! without one goes to the slow lane at once); its concurrency and rate limits; then a global
+//! attempt permit. The pool is the global capacity of slow endpoints and is taken first, so
+//! nothing is held while waiting for it. A record waiting in memory moves on when its
+//! endpoint turns slow (to the lane) or when it holds its partition's commit too long (to a
+//! tier). The breaker is asked again once everything is held, as it may have opened
+//! meanwhile. A strict-ordering endpoint's records are chained by the poll loop and cannot be
+//! moved without breaking their order: they wait, cancellably.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -17,16 +19,18 @@ use tokio::sync::{AcquireError, OwnedSemaphorePermit};
 
 use super::ctx::{Ctx, Delivery, Halt};
 use super::validate::Target;
-use crate::endpoints::Endpoint;
+use crate::admission::{Class, Gate, SLOW, Unit};
 use crate::metrics::Metrics;
 use crate::operator::{Operator, hooks};
 
 /// What an admitted attempt holds until its verdict.
 pub(crate) struct Admitted<'a> {
-    _slot: Option<OwnedSemaphorePermit>,
+    _unit: Option<Unit>,
     _endpoint_permit: OwnedSemaphorePermit,
     _global_permit: OwnedSemaphorePermit,
     breaker: Option<BreakerTicket<'a>>,
+    /// The endpoint's standing, told how the attempt went (or that it was abandoned).
+    gate: Option<&'a Gate>,
 }
 
 /// The breaker's claim on an attempt: its verdict is recorded once; a ticket dropped without
@@ -46,10 +50,22 @@ fn lock(breaker: &Mutex<CircuitBreaker>) -> MutexGuard<'_, CircuitBreaker> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+impl Drop for Admitted<'_> {
+    fn drop(&mut self) {
+        if let Some(gate) = self.gate.take() {
+            gate.attempt_abandoned();
+        }
+    }
+}
+
 impl Admitted<'_> {
-    /// Tells the breaker how the attempt went ([`Classification::endpoint_alive`]: a
-    /// success, a final failure or a 409 shows the endpoint alive).
-    pub fn verdict(&mut self, classification: &Classification) {
+    /// Tells the endpoint's standing and its breaker how the attempt went, and how long it
+    /// took ([`Classification::endpoint_alive`]: a success, a final failure or a 409 shows
+    /// the endpoint alive).
+    pub fn verdict(&mut self, classification: &Classification, took: Duration) {
+        if let Some(gate) = self.gate.take() {
+            gate.attempt_ended(took, classification.endpoint_alive());
+        }
         let Some(mut ticket) = self.breaker.take() else {
             return;
         };
@@ -79,60 +95,55 @@ impl Drop for BreakerTicket<'_> {
     }
 }
 
-/// Admits one attempt of `target`, or halts: deferred, or abandoned.
+/// Admits one attempt of `target`, or halts: to the slow lane, deferred, or abandoned.
 pub(crate) async fn admit<'a>(
     ctx: &'a Ctx,
     delivery: &Delivery,
     target: &'a Target,
 ) -> Result<Admitted<'a>, Halt> {
     let endpoint = &target.endpoint;
+    let gate = &endpoint.gate;
     let strict = endpoint.config.strict_ordering;
-    let deadline = (!strict).then(|| Instant::now() + ctx.settings.queue_wait);
     let first_tier = ctx.settings.first_tier_delay();
-
     let mut breaker = if strict {
         None
     } else {
         Some(breaker_ticket(ctx, target)?)
     };
-    // The endpoint's queue, then its concurrency, waited for as one wait: a record that
-    // waits for both arms one timer and one move-on waiter, not two of each. A fast endpoint
-    // frees a place soon, whatever its backlog; one that keeps every place for `queue_wait`
-    // is slow, and the record goes to a tier, named by the place it was waiting for.
-    let queued = AtomicBool::new(strict);
-    let waiting_for = || {
-        if queued.load(Ordering::Relaxed) {
-            "endpoint_busy"
-        } else {
-            "endpoint_queue_full"
+    // A slow-lane record waiting for its turn, and a strict endpoint's record, wait where
+    // they are; others move on.
+    let in_place = strict || delivery.ticket.waits_in_lane();
+    let unit = if delivery.ticket.has_unit() {
+        None
+    } else {
+        match gate.class(Instant::now(), false) {
+            Class::Fast => None,
+            // Taken in while it was fast, it is not any more: to the lane.
+            Class::Slow | Class::Unproven if !in_place => {
+                return Err(Halt::Lane { why: SLOW });
+            }
+            Class::Slow | Class::Unproven => {
+                let pool = &ctx.admission.pool;
+                let (key, limit) = (gate.key(), gate.limit());
+                let take = async { Ok::<_, AcquireError>(pool.take(key, limit).await) };
+                Some(wait(delivery, in_place, None, take, first_tier).await?)
+            }
         }
     };
-    let places = async {
-        let slot = if strict {
-            None
-        } else {
-            Some(Arc::clone(&endpoint.queue).acquire_owned().await?)
-        };
-        queued.store(true, Ordering::Relaxed);
-        let permit = Arc::clone(&endpoint.permits).acquire_owned().await?;
-        Ok((slot, permit))
+    // Without a unit, a record of a fast endpoint moves to the lane when it stops being fast.
+    let slowed = (!in_place && unit.is_none() && !delivery.ticket.has_unit()).then_some(&**gate);
+    let endpoint_permit = match Arc::clone(&endpoint.permits).try_acquire_owned() {
+        Ok(permit) => permit,
+        Err(_) => {
+            let permit = Arc::clone(&endpoint.permits).acquire_owned();
+            wait(delivery, in_place, slowed, permit, first_tier).await?
+        }
     };
-    let (slot, endpoint_permit) = wait(
-        ctx,
-        delivery,
-        endpoint,
-        deadline,
-        places,
-        waiting_for,
-        first_tier,
-    )
-    .await?;
     if let Some(limiter) = &endpoint.limiter
         && let Err(not_until) = limiter.check()
     {
         let wait_time = not_until.wait_time_from(limiter.clock().now());
-        let over = deadline.is_some_and(|deadline| Instant::now() + wait_time > deadline);
-        if over {
+        if !strict && wait_time > ctx.settings.slow_after {
             return Err(Halt::Defer {
                 why: "rate_limited",
                 wait: wait_time,
@@ -142,37 +153,26 @@ pub(crate) async fn admit<'a>(
             limiter.until_ready().await;
             Ok::<(), AcquireError>(())
         };
-        let ready = wait(
-            ctx,
-            delivery,
-            endpoint,
-            deadline,
-            ready,
-            || "rate_limited",
-            wait_time,
-        );
-        ready.await?;
+        wait(delivery, in_place, None, ready, wait_time).await?;
     }
-    let global = Arc::clone(&ctx.global).acquire_owned();
-    let global_permit = wait(
-        ctx,
-        delivery,
-        endpoint,
-        deadline,
-        global,
-        || "dispatcher_busy",
-        first_tier,
-    )
-    .await?;
+    let global_permit = match Arc::clone(&ctx.global).try_acquire_owned() {
+        Ok(permit) => permit,
+        Err(_) => {
+            let permit = Arc::clone(&ctx.global).acquire_owned();
+            wait(delivery, in_place, None, permit, first_tier).await?
+        }
+    };
     // The breaker may have opened while this record waited.
     if breaker.as_ref().is_some_and(|ticket| !ticket.probe) {
         breaker = Some(breaker_ticket(ctx, target)?);
     }
+    gate.attempt_started();
     Ok(Admitted {
-        _slot: slot,
+        _unit: unit,
         _endpoint_permit: endpoint_permit,
         _global_permit: global_permit,
         breaker,
+        gate: Some(gate),
     })
 }
 
@@ -201,57 +201,59 @@ fn breaker_ticket<'a>(ctx: &'a Ctx, target: &'a Target) -> Result<BreakerTicket<
     })
 }
 
-/// Waits for `future` until `deadline` (none: no deadline) or the delivery's order to move
-/// on. Past the deadline it waits on while the dispatcher has room or only its own
-/// endpoint's records are held back ([`crate::pressure`]), and gives way (a tier) once
-/// another's are, saying `why()` as it reads then. A closed semaphore means the dispatcher is
-/// stopping. A cancelled delivery is dropped by its task, this wait with it
-/// (`poll::Spawn::run`).
+/// Waits for `future`, or until the record is told to move on (its partition's commit held
+/// too long: a tier, for about `wait`), or its endpoint stops being fast (`slowed`: the slow
+/// lane). A record that waits `in_place` (a strict endpoint's, whose order a move would
+/// break; a slow-lane record waiting for its turn, which would only go round) is never moved
+/// on. A closed semaphore means the dispatcher is stopping. A cancelled delivery is dropped
+/// by its task, this wait with it (`poll::Spawn::run`).
 async fn wait<T>(
-    ctx: &Ctx,
     delivery: &Delivery,
-    endpoint: &Endpoint,
-    deadline: Option<Instant>,
+    in_place: bool,
+    slowed: Option<&Gate>,
     future: impl Future<Output = Result<T, AcquireError>>,
-    why: impl Fn() -> &'static str,
     wait: Duration,
 ) -> Result<T, Halt> {
-    let expired = async {
-        match deadline {
-            Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
+    let moved = async {
+        if in_place {
+            std::future::pending::<()>().await;
+        } else {
+            delivery.moved_on().await;
+        }
+    };
+    let turned_slow = async {
+        match slowed {
+            Some(gate) => turns_slow(gate).await,
             None => std::future::pending().await,
         }
     };
-    let moved = async {
-        if deadline.is_some() {
-            delivery.moved_on().await;
-        } else {
-            std::future::pending::<()>().await;
-        }
-    };
-    tokio::pin!(future, moved);
-    // A free place is taken at once, before a timer and a cancellation waiter are
-    // registered for a wait that does not happen (most waits, at a fast endpoint).
     tokio::select! {
         biased;
-        acquired = &mut future => return acquired.map_err(|_| Halt::Abandoned),
-        () = expired => {}
-        () = &mut moved => return Err(Halt::Defer { why: "held_commit", wait }),
+        acquired = future => acquired.map_err(|_| Halt::Abandoned),
+        () = moved => Err(Halt::Defer { why: "held_commit", wait }),
+        () = turned_slow => Err(Halt::Lane { why: SLOW }),
     }
-    let mut pressure = ctx.pressure.subscribe();
+}
+
+/// Returns once `gate`'s endpoint is not fast: told by the attempt that shows it, or found at
+/// the moment its attempts running now stall (none ending for `slow_after`), which nobody
+/// else may look at while the poll loop is full.
+async fn turns_slow(gate: &Gate) {
     loop {
-        if pressure.borrow_and_update().must_give_way(&endpoint.id) {
-            return Err(Halt::Defer { why: why(), wait });
+        let notified = gate.slowed.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if gate.class(Instant::now(), false) != Class::Fast {
+            return;
         }
-        tokio::select! {
-            acquired = &mut future => return acquired.map_err(|_| Halt::Abandoned),
-            () = &mut moved => return Err(Halt::Defer { why: "held_commit", wait }),
-            changed = pressure.changed() => {
-                if changed.is_err() {
-                    // The poll loop is gone: the dispatcher is stopping.
-                    return Err(Halt::Defer { why: why(), wait });
+        match gate.stalls_at() {
+            Some(at) => {
+                tokio::select! {
+                    () = &mut notified => return,
+                    () = tokio::time::sleep_until(at.into()) => {}
                 }
             }
+            None => notified.await,
         }
     }
 }

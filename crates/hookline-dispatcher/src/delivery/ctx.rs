@@ -8,6 +8,7 @@ use tokio::sync::Semaphore;
 
 use super::intake::Intake;
 use super::writer::{Abandoned, Writer};
+use crate::admission::{Admission, Ticket};
 use crate::cancellations::CancellationSet;
 use crate::endpoints::lifecycle::EndpointLifecycle;
 use crate::endpoints::{Endpoint, EndpointTable};
@@ -34,8 +35,8 @@ pub(crate) struct Ctx {
     pub metrics: Metrics,
     /// Attempts running at once, over all endpoints.
     pub global: Arc<Semaphore>,
-    /// Who the poll loop holds back for want of a pending place.
-    pub pressure: crate::pressure::Pressure,
+    /// Which budget each record draws on: its endpoint's queue, or the slow endpoints' pool.
+    pub admission: Admission,
     /// Trace export (spans of deliveries and attempts), when configured.
     pub telemetry: Telemetry,
     /// Disables endpoints that are gone or keep failing.
@@ -58,6 +59,8 @@ pub(crate) struct Delivery {
     /// The endpoint its key names, looked up once at intake (`None`: unknown, or the key is
     /// not an endpoint id).
     pub endpoint: Option<Arc<Endpoint>>,
+    /// What admission gave it when it was taken in, held until the delivery ends.
+    pub ticket: Ticket,
 }
 
 impl Delivery {
@@ -73,6 +76,11 @@ pub(crate) enum Halt {
     Reject(Failure),
     /// Given up after an attempt: the DLQ.
     Park(Failure),
+    /// Put off without an attempt to the slow lane, to wait for its endpoint's turn.
+    Lane {
+        /// Why (a low-cardinality label).
+        why: &'static str,
+    },
     /// Put off without an attempt: a tier, for about `wait`.
     Defer {
         /// Why (a low-cardinality label).

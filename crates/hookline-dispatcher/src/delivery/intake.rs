@@ -24,16 +24,25 @@ pub(crate) enum Intake {
     Malformed(Failure),
 }
 
+/// The topics whose records carry a retry state hookline wrote: the tiers and the slow lane.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Written<'a> {
+    pub events_topic: &'a str,
+    pub tiers: &'a RetryTiers,
+    pub lane_topic: &'a str,
+}
+
 /// Reads a record's retry state once. On the main topic hookline's delivery headers are
 /// ignored (a producer or a replay cannot pause a partition or skip attempts with them); on
 /// a tier topic they are honoured, but no due time holds the record longer than the tier's
-/// delay.
-pub(crate) fn intake(
-    record: &SourceRecord,
-    events_topic: &str,
-    tiers: &RetryTiers,
-    now_ms: i64,
-) -> Intake {
+/// delay; on the slow lane they are honoured and the record is due at once (it waited there
+/// for its endpoint's turn, not for a time).
+pub(crate) fn intake(record: &SourceRecord, written: Written<'_>, now_ms: i64) -> Intake {
+    let Written {
+        events_topic,
+        tiers,
+        lane_topic,
+    } = written;
     let fresh = || DeliveryMeta::new(&*record.topic, record.partition, record.offset);
     if let Some(name) = &record.bad_header_name {
         return Intake::Malformed(Failure::new(
@@ -41,9 +50,11 @@ pub(crate) fn intake(
             format!("a header name is not UTF-8 ({name:?})"),
         ));
     }
-    let Some(tier) = tiers.tier_of_topic(events_topic, &record.topic) else {
+    let from_lane = *record.topic == *lane_topic;
+    let tier = tiers.tier_of_topic(events_topic, &record.topic);
+    if tier.is_none() && !from_lane {
         return Intake::Deliver(fresh());
-    };
+    }
     let meta = DeliveryMeta::from_headers(
         record
             .headers
@@ -60,6 +71,9 @@ pub(crate) fn intake(
             ));
         }
     };
+    let Some(tier) = tier else {
+        return Intake::Deliver(meta);
+    };
     match decision::take_up(tiers, tier.delay, meta.due_at_ms, meta.retry_at_ms, now_ms) {
         TakeUp::Now => Intake::Deliver(meta),
         TakeUp::PauseUntil(until) => Intake::NotDue(until),
@@ -75,6 +89,14 @@ mod tests {
 
     fn tiers() -> RetryTiers {
         RetryTiers::from_suffixes(&["200ms", "1s"]).expect("tiers")
+    }
+
+    fn written(tiers: &RetryTiers) -> Written<'_> {
+        Written {
+            events_topic: "events",
+            tiers,
+            lane_topic: "events.lane",
+        }
     }
 
     fn record(topic: &str, headers: &[(&str, &str)]) -> SourceRecord {
@@ -110,7 +132,7 @@ mod tests {
     #[test]
     fn retry_headers_on_the_main_topic_are_ignored() {
         let forged = with("events", &retry_headers(i64::MAX, "4294967295"));
-        let Intake::Deliver(meta) = intake(&forged, "events", &tiers(), NOW) else {
+        let Intake::Deliver(meta) = intake(&forged, written(&tiers()), NOW) else {
             panic!("delivered now");
         };
         assert_eq!(meta.attempt, 0, "a first attempt");
@@ -122,19 +144,37 @@ mod tests {
     fn on_a_tier_they_are_honoured_but_never_beyond_the_tier() {
         let due_soon = with("events.retry.1s", &retry_headers(NOW + 500, "2"));
         assert!(matches!(
-            intake(&due_soon, "events", &tiers(), NOW),
+            intake(&due_soon, written(&tiers()), NOW),
             Intake::NotDue(at) if at == NOW + 500
         ));
         let forged = with("events.retry.1s", &retry_headers(i64::MAX, "2"));
         assert!(matches!(
-            intake(&forged, "events", &tiers(), NOW),
+            intake(&forged, written(&tiers()), NOW),
             Intake::NotDue(at) if at == NOW + 1_000
         ));
         let due = with("events.retry.1s", &retry_headers(NOW - 5, "2"));
-        let Intake::Deliver(meta) = intake(&due, "events", &tiers(), NOW) else {
+        let Intake::Deliver(meta) = intake(&due, written(&tiers()), NOW) else {
             panic!("due: delivered");
         };
         assert_eq!((meta.attempt, meta.original_offset), (2, 3));
+    }
+
+    #[test]
+    fn on_the_slow_lane_they_are_honoured_and_the_record_is_due_at_once() {
+        let laned = with("events.lane", &retry_headers(NOW + 60_000, "2"));
+        let Intake::Deliver(meta) = intake(&laned, written(&tiers()), NOW) else {
+            panic!("delivered now");
+        };
+        assert_eq!(
+            (meta.attempt, meta.original_offset),
+            (2, 3),
+            "its own state"
+        );
+        let unreadable = with("events.lane", &retry_headers(NOW, "-1"));
+        assert!(matches!(
+            intake(&unreadable, written(&tiers()), NOW),
+            Intake::Malformed(_)
+        ));
     }
 
     #[test]
@@ -142,19 +182,19 @@ mod tests {
         let mut headers = retry_headers(NOW - 5, "1");
         headers.push(("hookline-retry-at", (NOW + 3_600_000).to_string()));
         let long = with("events.retry.1s", &headers);
-        let Intake::Hop(_, schedule) = intake(&long, "events", &tiers(), NOW) else {
+        let Intake::Hop(_, schedule) = intake(&long, written(&tiers()), NOW) else {
             panic!("a hop");
         };
         assert_eq!(schedule.due_at_ms, NOW + 1_000);
 
         let unreadable = with("events.retry.1s", &retry_headers(NOW, "-1"));
         assert!(matches!(
-            intake(&unreadable, "events", &tiers(), NOW),
+            intake(&unreadable, written(&tiers()), NOW),
             Intake::Malformed(_)
         ));
         let mut bad_name = record("events", &[]);
         bad_name.bad_header_name = Some("\u{fffd}\u{fffd}".to_owned());
-        let Intake::Malformed(failure) = intake(&bad_name, "events", &tiers(), NOW) else {
+        let Intake::Malformed(failure) = intake(&bad_name, written(&tiers()), NOW) else {
             panic!("malformed");
         };
         assert_eq!(failure.reason, ErrorReason::MalformedEvent);

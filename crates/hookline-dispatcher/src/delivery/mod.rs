@@ -26,12 +26,13 @@ use hookline_core::headers::{DeliveryMeta, TRACEPARENT};
 use opentelemetry::KeyValue;
 
 pub(crate) use ctx::{Ctx, Delivery};
-pub(crate) use intake::{Intake, intake};
+pub(crate) use intake::{Intake, Written, intake};
 pub(crate) use writer::{Abandoned, Writer};
 
 use ctx::Halt;
 use job::Job;
 
+use crate::admission::Ticket;
 use crate::attempts;
 use crate::cancellations;
 use crate::clock::now_ms;
@@ -79,6 +80,7 @@ pub(crate) async fn run(ctx: &Ctx, delivery: &Delivery) -> Result<Outcome, Aband
         Err(Halt::Defer { why, wait }) => {
             Box::pin(write::defer(ctx, delivery, &mut job, why, wait)).await
         }
+        Err(Halt::Lane { why }) => Box::pin(write::lane(ctx, delivery, &mut job, why)).await,
     };
     // Whatever the end, the PostgreSQL ledger learns it (a lease is never left behind).
     ledger::settle(
@@ -98,6 +100,14 @@ async fn stages<'a>(ctx: &'a Ctx, delivery: &Delivery, job: &mut Job<'a>) -> Res
     job.life.step(Step::Validate);
     let span = tracing::Span::current();
     match &delivery.intake {
+        // Its endpoint had no room for it: to the slow lane, not even decoded.
+        Intake::Deliver(meta) if let Ticket::ToLane(why) = delivery.ticket => {
+            job.meta = meta.clone();
+            if let Some(endpoint) = &delivery.endpoint {
+                job.retry = endpoint.retry;
+            }
+            return Err(Halt::Lane { why });
+        }
         Intake::Deliver(meta) => job.meta = meta.clone(),
         Intake::Hop(meta, schedule) => {
             job.meta = meta.clone();
@@ -162,7 +172,7 @@ async fn stages<'a>(ctx: &'a Ctx, delivery: &Delivery, job: &mut Job<'a>) -> Res
             &attempt,
             &classification,
         );
-        admitted.verdict(&classification);
+        admitted.verdict(&classification, attempt.took);
         if !target.url_overridden {
             ctx.lifecycle
                 .observe(&target.endpoint, &classification, now);

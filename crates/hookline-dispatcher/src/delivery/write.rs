@@ -20,6 +20,7 @@ use crate::clock::now_ms;
 use crate::envelope::{Failure, build_envelope};
 use crate::events::Outcome;
 use crate::http::Attempt;
+use crate::metrics::LANE;
 
 /// Room left for a record's framing, key and headers beside its value.
 const RECORD_OVERHEAD: usize = 512;
@@ -101,6 +102,44 @@ pub(crate) async fn defer(
     }
 }
 
+/// A slow endpoint's record put off without an attempt to the slow lane, where it waits for
+/// its endpoint's turn (its retry state unchanged); or to the DLQ once past its maximum age.
+pub(crate) async fn lane(
+    ctx: &Ctx,
+    delivery: &Delivery,
+    job: &mut Job<'_>,
+    why: &'static str,
+) -> Result<Outcome, Abandoned> {
+    let now = now_ms();
+    let policy = job.retry;
+    let tiers = &ctx.settings.tiers;
+    match decision::deferral(
+        job.meta.first_attempt_at_ms,
+        &policy,
+        Duration::ZERO,
+        now,
+        tiers,
+    ) {
+        Decision::Retry(_) => {
+            // Its age counts from its first deferral too, as for a tier.
+            job.meta.first_attempt_at_ms = Some(job.meta.first_attempt_at_ms.unwrap_or(now));
+            job.meta.due_at_ms = Some(now);
+            job.meta.retry_at_ms = None;
+            let outcome = Outcome::Deferred {
+                tier: LANE.to_owned(),
+                why,
+            };
+            let topic = &ctx.settings.lane_topic;
+            write_to(ctx, delivery, job, topic, outcome, Failed::default()).await
+        }
+        Decision::Park(reason) => {
+            let failure = Failure::new(reason, format!("{why} past the maximum age"));
+            park(ctx, delivery, job, failure).await
+        }
+        Decision::Delivered => Err(Abandoned),
+    }
+}
+
 /// A tier record whose wait outlasts its tier, written again for the rest of it.
 pub(crate) async fn hop(
     ctx: &Ctx,
@@ -121,8 +160,7 @@ struct Failed<'a> {
     status: Option<u16>,
 }
 
-/// Writes the record's copy into `schedule`'s tier, or parks it when the copy can never be
-/// written.
+/// Writes the record's copy into `schedule`'s tier.
 async fn write_copy(
     ctx: &Ctx,
     delivery: &Delivery,
@@ -137,7 +175,20 @@ async fn write_copy(
         .settings
         .tiers
         .topic(&ctx.settings.events_topic, &schedule.tier);
-    match ctx.writer.copy(&delivery.record, &job.meta, &topic).await {
+    write_to(ctx, delivery, job, &topic, outcome, failed).await
+}
+
+/// Writes the record's copy, with its retry state, into `topic`, or parks it when the copy
+/// can never be written.
+async fn write_to(
+    ctx: &Ctx,
+    delivery: &Delivery,
+    job: &mut Job<'_>,
+    topic: &str,
+    outcome: Outcome,
+    failed: Failed<'_>,
+) -> Result<Outcome, Abandoned> {
+    match ctx.writer.copy(&delivery.record, &job.meta, topic).await {
         Ok(()) => Ok(outcome),
         Err(error) => {
             let message = format!(

@@ -89,7 +89,7 @@ mod fuzz {
             max_cap: Duration::from_secs(3600),
             timeout: Duration::from_secs(10),
             retry: RetryConfig::default().to_policy().expect("valid"),
-            queue: 256,
+            slow_after: Duration::from_secs(1),
             breaker: BreakerPolicy::default(),
             clients: crate::http::ClientFactory::new(
                 std::sync::Arc::new(hookline_core::url_guard::AddressPolicy::default()),

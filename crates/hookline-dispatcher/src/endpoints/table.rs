@@ -19,6 +19,7 @@ use tokio::sync::{Notify, Semaphore};
 use hookline_core::breaker::{BreakerPolicy, CircuitBreaker};
 
 use super::lifecycle::LifecycleState;
+use crate::admission::Gate;
 use crate::fast::FastMap;
 use crate::http::{ClientFactory, endpoint_tls};
 use crate::operator::{Operator, hooks};
@@ -37,8 +38,8 @@ pub struct EndpointDefaults {
     pub timeout: Duration,
     /// The retry policy before the endpoint's override.
     pub retry: RetryPolicy,
-    /// Records that may wait for or hold the endpoint's permits at once.
-    pub queue: usize,
+    /// When an endpoint is slow (its standing: [`crate::admission`]).
+    pub slow_after: Duration,
     /// The circuit breaker of each endpoint.
     pub breaker: BreakerPolicy,
     /// Builds the HTTP client of an endpoint with TLS material of its own.
@@ -68,9 +69,9 @@ pub struct Endpoint {
     pub breaker: Arc<Mutex<CircuitBreaker>>,
     /// Its rate limit, when it has one.
     pub limiter: Option<Arc<DefaultDirectRateLimiter>>,
-    /// Slots for records waiting for or holding one of its permits: the endpoint's share of
-    /// the records in flight, so that a slow endpoint cannot take them all.
-    pub queue: Arc<Semaphore>,
+    /// Its standing (fast, unproven or slow), adaptive limit and queue, kept across config
+    /// changes that keep its concurrency cap.
+    pub gate: Arc<Gate>,
     /// Its own HTTP client when it has a client certificate or a `server_ca`, built once
     /// per config version; `None`: the dispatcher's shared client.
     pub client: Option<crate::http::DeliveryClient>,
@@ -92,7 +93,7 @@ impl fmt::Debug for Endpoint {
             .field("permits", &self.permits)
             .field("breaker", &self.breaker)
             .field("limiter", &self.limiter.is_some())
-            .field("queue", &self.queue)
+            .field("gate", &self.gate)
             .field("own_client", &self.client.is_some())
             .field("lifecycle", &self.lifecycle)
             .finish()
@@ -267,21 +268,21 @@ impl EndpointTable {
             .endpoints
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let (permits, breaker, queue) = match endpoints.get(id) {
+        let gate = || {
+            let cap = usize::try_from(max_concurrency).unwrap_or(usize::MAX);
+            Arc::new(Gate::new(id, cap, self.defaults.slow_after))
+        };
+        let (permits, breaker, gate) = match endpoints.get(id) {
             Some(old) if old.config.max_concurrency == config.max_concurrency => (
                 Arc::clone(&old.permits),
                 Arc::clone(&old.breaker),
-                Arc::clone(&old.queue),
+                Arc::clone(&old.gate),
             ),
-            Some(old) => (
-                semaphore(max_concurrency),
-                Arc::clone(&old.breaker),
-                Arc::clone(&old.queue),
-            ),
+            Some(old) => (semaphore(max_concurrency), Arc::clone(&old.breaker), gate()),
             None => (
                 semaphore(max_concurrency),
                 Arc::new(Mutex::new(CircuitBreaker::new(self.defaults.breaker))),
-                Arc::new(Semaphore::new(self.defaults.queue.max(1))),
+                gate(),
             ),
         };
         let limiter = match (endpoints.get(id), config.rate_limit_per_s) {
@@ -316,7 +317,7 @@ impl EndpointTable {
             permits,
             breaker,
             limiter,
-            queue,
+            gate,
             client,
             lifecycle,
         };

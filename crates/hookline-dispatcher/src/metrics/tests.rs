@@ -87,18 +87,35 @@ fn labelled_families_are_exported_once_used() {
     metrics.consumer_error("BrokerTransportFailure".to_owned());
     metrics.deferred("5s", "rate_limited");
     metrics.set_paused("not_due", 1);
+    metrics.set_slow_budget(3, 2);
     let exposition = metrics.encode();
     for family in [
         "webhook_circuit_transitions counter",
         "webhook_consumer_errors counter",
         "webhook_deferrals counter",
         "webhook_paused_partitions gauge",
+        "webhook_slow_budget gauge",
     ] {
         assert!(
             exposition.contains(&format!("# TYPE {family}\n")),
             "{family}: {exposition}"
         );
     }
+}
+
+#[test]
+fn a_deferral_to_the_lane_is_not_a_scheduled_retry() {
+    let metrics = Metrics::new();
+    metrics.deferred(LANE, "endpoint_slow");
+    metrics.deferred("5s", "circuit_open");
+    let exposition = metrics.encode();
+    let lane = r#"webhook_deferrals_total{tier="lane",why="endpoint_slow"}"#;
+    assert_eq!(sample(&exposition, lane), Some("1"), "{exposition}");
+    assert_eq!(
+        metrics.totals().retries_by_tier.keys().collect::<Vec<_>>(),
+        ["5s"],
+        "the lane is no retry tier"
+    );
 }
 
 #[test]

@@ -9,6 +9,7 @@ mod fanout;
 mod faults;
 mod harness;
 mod isolation;
+mod lanes;
 mod leaks;
 mod ledger;
 mod ledger_postgres;

@@ -19,7 +19,7 @@ fn table() -> EndpointTable {
         max_cap: Duration::from_secs(3600),
         timeout: Duration::from_secs(10),
         retry: RetryConfig::default().to_policy().expect("valid"),
-        queue: 256,
+        slow_after: Duration::from_secs(1),
         breaker: BreakerPolicy::default(),
         clients: ClientFactory::new(
             Arc::new(AddressPolicy::default()),

@@ -1,0 +1,99 @@
+//! The slow lane: a slow endpoint's records that find no room go to `<events>.lane` at once,
+//! keyed by their endpoint, without an attempt; the records behind them flow; they come back
+//! from the lane for their endpoint's turn and are delivered once each, as first attempts.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use hookline_testkit::{Reply, read_all, wait_until};
+use rdkafka::Message;
+use serde_json::json;
+
+use crate::harness::{DEADLINE, Harness};
+use crate::isolation::{events, metric_with, publish_all};
+
+const DEFERRED: &str = "webhook_deferrals_total";
+
+/// Before: the slow endpoint's records took every place and permit they could and waited
+/// for them; the fast events behind them on the partition waited for its backlog (or for
+/// records to give way a second later, to a tier, again and again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_slow_endpoints_records_wait_in_the_lane_and_come_back_once_each_as_first_attempts() {
+    let mut h = Harness::new("lane").await;
+    let slow = h.receiver.script("slow", |_| Reply::Slow {
+        delay_ms: 800,
+        status: 204,
+    });
+    let fast = h.receiver.script("fast", |_| Reply::Status(204));
+    h.put_endpoint("ep-slow", json!({ "url": slow })).await;
+    h.put_endpoint("ep-fast", json!({ "url": fast })).await;
+    let mut config = h.config();
+    // Slow past 300 ms; slow endpoints share 2 attempts; one at a time per endpoint.
+    config.concurrency.slow_after_ms = 300;
+    config.concurrency.max_in_flight = 4;
+    config.concurrency.per_endpoint = 1;
+    let group = config.group_id.clone();
+    h.start(config).await;
+
+    // Their first answers show one fast, the other slow.
+    publish_all(&h, &events("ep-fast", 1), Some(0)).await;
+    publish_all(&h, &events("ep-slow", 3), Some(0)).await;
+    h.wait_for_metric(r#"webhook_delivery_total{status="succeeded"}"#, 4)
+        .await;
+    // One partition: the fast events come after the slow backlog, as a log has them.
+    publish_all(&h, &events("ep-slow", 20), Some(0)).await;
+    publish_all(&h, &events("ep-fast", 20), Some(0)).await;
+    // The slow endpoint alone needs 20 x 800 ms = 16 s for its backlog.
+    let started = Instant::now();
+    wait_until(DEADLINE, "the fast endpoint's 20 deliveries", || async {
+        (h.receiver.count("fast") >= 21).then_some(())
+    })
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "the fast events waited {:?} behind the slow backlog",
+        started.elapsed()
+    );
+    let laned = metric_with(&h, DEFERRED, r#"tier="lane""#);
+    assert!(laned > 0, "the slow records went to the lane");
+    assert_eq!(
+        metric_with(&h, DEFERRED, "why="),
+        laned,
+        "none went round a tier"
+    );
+
+    wait_until(DEADLINE, "every slow event delivered", || async {
+        (h.receiver.count("slow") >= 23).then_some(())
+    })
+    .await;
+    // Each event once, and each as its first attempt: a deferral is not an attempt.
+    let received = h.receiver.received("slow");
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for request in &received {
+        let id = request.header("webhook-id").expect("webhook-id").to_owned();
+        *seen.entry(id).or_default() += 1;
+        assert_eq!(
+            request.header("webhook-attempt"),
+            Some("1"),
+            "a first attempt"
+        );
+    }
+    assert_eq!(seen.len(), 23, "every slow event");
+    assert!(seen.values().all(|n| *n == 1), "each once: {seen:?}");
+
+    // The lane holds them keyed by their endpoint, with their retry state.
+    let lane = format!("{}.lane", h.topics.events);
+    let records = read_all(&h.kafka, &lane, laned as usize, DEADLINE).await;
+    assert!(
+        records
+            .iter()
+            .all(|r| r.key() == Some(b"ep-slow".as_slice())),
+        "keyed by endpoint"
+    );
+    // The main topic's commit passed the records sent to the lane.
+    wait_until(DEADLINE, "the main topic committed to its end", || async {
+        (h.committed(&group, 0) == Some(44)).then_some(())
+    })
+    .await;
+    h.stop().await;
+}
