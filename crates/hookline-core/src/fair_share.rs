@@ -45,11 +45,6 @@ impl<K: Clone + Eq + Hash> FairShare<K> {
         self.in_use
     }
 
-    /// Whether every unit is held.
-    pub fn is_full(&self) -> bool {
-        self.in_use >= self.capacity
-    }
-
     /// Units `key` holds now.
     pub fn held(&self, key: &K) -> usize {
         self.keys.get(key).map_or(0, |units| units.held)

@@ -492,7 +492,9 @@ impl Metrics {
     pub(crate) fn set_slow_budget(&self, units: usize, lane_waiting: usize) {
         for (state, value) in [("slow_units", units), ("lane_waiting", lane_waiting)] {
             let value = i64::try_from(value).unwrap_or(i64::MAX);
-            self.admission.get_or_create(&StateLabel { state }).set(value);
+            self.admission
+                .get_or_create(&StateLabel { state })
+                .set(value);
         }
     }
 

@@ -347,7 +347,6 @@ fn admit(
             let why = match wait {
                 Wait::QueueFull => Pause::QueueFull(id),
                 Wait::LaneFull => Pause::LaneFull,
-                Wait::Proving => Pause::Proving(id),
             };
             pause(consumer, shared, &ready.record, why, &ctx.metrics);
             Taken::Paused
@@ -482,10 +481,6 @@ fn resume_ready(consumer: &DispatchConsumer, shared: &Shared, chains: &Chains, c
             .get(id)
             .is_none_or(|endpoint| admission.queue_has_room(&endpoint.gate)),
         Pause::LaneFull => admission.lane_has_room(),
-        Pause::Proving(id) => ctx
-            .endpoints
-            .get(id)
-            .is_none_or(|endpoint| admission.proven(&endpoint.gate)),
         Pause::Until(_) | Pause::WindowFull => true,
     };
     let ready = shared.take_resumable(Instant::now(), ctx.settings.max_uncommitted, may_go_on);

@@ -27,11 +27,9 @@ pub(crate) enum Pause {
     ChainFull(String),
     /// A fast endpoint's queue is full: resumed once it has room, or the endpoint is slow.
     QueueFull(String),
-    /// Every place of slow-lane records waiting for their turn is taken: resumed once half
-    /// are free.
+    /// Every place of records waiting in memory for their turn is taken (a slow-lane
+    /// partition): resumed once half are free.
     LaneFull,
-    /// A new endpoint runs its first attempts: resumed once one shows it fast or slow.
-    Proving(String),
 }
 
 impl Pause {
@@ -43,7 +41,6 @@ impl Pause {
             Pause::ChainFull(_) => "chain_full",
             Pause::QueueFull(_) => "queue_full",
             Pause::LaneFull => "lane_full",
-            Pause::Proving(_) => "proving",
         }
     }
 }
@@ -207,7 +204,7 @@ impl Shared {
                 Pause::WindowFull => {
                     tracker.window(key, tracker_next(&tracker, key)) < max_window / 2
                 }
-                Pause::ChainFull(_) | Pause::QueueFull(_) | Pause::LaneFull | Pause::Proving(_) => {
+                Pause::ChainFull(_) | Pause::QueueFull(_) | Pause::LaneFull => {
                     may_go_on(key, pause)
                 }
             })
@@ -220,7 +217,7 @@ impl Shared {
     }
 
     /// How many partitions are paused, by cause label.
-    pub fn paused_counts(&self) -> [(&'static str, usize); 6] {
+    pub fn paused_counts(&self) -> [(&'static str, usize); 5] {
         let paused = lock(&self.paused);
         let count = |label| paused.values().filter(|p| p.label() == label).count();
         [
@@ -229,7 +226,6 @@ impl Shared {
             "chain_full",
             "queue_full",
             "lane_full",
-            "proving",
         ]
         .map(|label| (label, count(label)))
     }

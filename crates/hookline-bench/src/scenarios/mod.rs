@@ -50,6 +50,11 @@ pub struct AllArgs {
     /// slow, isolation, retry, fanout, latency, neighbours); the ratios need the first three.
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
+    /// Run only these points of the neighbours sweep, as `<kind>-<count>` (comma-separated,
+    /// e.g. `slow-20,hang-1000`; kinds slow, hang, fail, throttle); the healthy endpoint
+    /// alone always runs first.
+    #[arg(long, value_delimiter = ',', value_parser = parse_point)]
+    pub neighbours: Vec<(Misbehaviour, u64)>,
     /// Where `results.json`, `results.txt` and `results.svg` go.
     #[arg(long, default_value = "target/bench")]
     pub out_dir: PathBuf,
@@ -122,6 +127,8 @@ pub struct Sizes {
     pub neighbours_kinds: Vec<Misbehaviour>,
     /// Neighbours: the counts of misbehaving endpoints swept (besides none).
     pub neighbours_counts: Vec<u64>,
+    /// The points chosen with `--neighbours` (empty: every kind at every count).
+    pub neighbours_points: Vec<(Misbehaviour, u64)>,
     /// Neighbours: the misbehaving endpoints' backlog, events.
     pub neighbours_backlog: u64,
     /// Neighbours: the stream's events per second (a third of them misbehaving endpoints').
@@ -131,6 +138,23 @@ pub struct Sizes {
 }
 
 impl Sizes {
+    /// These sizes with the neighbours sweep cut to `points`, when any are given.
+    pub fn with_points(mut self, points: &[(Misbehaviour, u64)]) -> Sizes {
+        self.neighbours_points = points.to_vec();
+        self
+    }
+
+    /// The neighbours sweep's points: the chosen ones, or every kind at every count.
+    pub fn neighbours_points(&self) -> Vec<(Misbehaviour, u64)> {
+        if !self.neighbours_points.is_empty() {
+            return self.neighbours_points.clone();
+        }
+        self.neighbours_kinds
+            .iter()
+            .flat_map(|kind| self.neighbours_counts.iter().map(|count| (*kind, *count)))
+            .collect()
+    }
+
     /// The sizes, or tiny ones.
     pub fn new(quick: bool, rounds: Option<u32>) -> Self {
         if quick {
@@ -155,6 +179,7 @@ impl Sizes {
                 latency_seconds: 2,
                 neighbours_kinds: vec![Misbehaviour::Slow],
                 neighbours_counts: vec![20],
+                neighbours_points: Vec::new(),
                 neighbours_backlog: 40,
                 neighbours_rate_per_s: 150,
                 neighbours_seconds: 2,
@@ -181,6 +206,7 @@ impl Sizes {
                 latency_seconds: 60,
                 neighbours_kinds: Misbehaviour::ALL.to_vec(),
                 neighbours_counts: vec![20, 100, 1_000],
+                neighbours_points: Vec::new(),
                 neighbours_backlog: 5_000,
                 neighbours_rate_per_s: 1_500,
                 neighbours_seconds: 10,
@@ -243,7 +269,7 @@ pub async fn run(args: AllArgs) -> anyhow::Result<()> {
             base: hookline_testkit::unique_name("bench"),
             broker: Broker::find(&args.bootstrap_servers),
         },
-        sizes: Sizes::new(args.quick, args.rounds),
+        sizes: Sizes::new(args.quick, args.rounds).with_points(&args.neighbours),
         keep_topics: args.keep_topics,
     };
     let started = Instant::now();
@@ -372,15 +398,30 @@ async fn all(ctx: &ScenarioCtx<'_>, only: &[String]) -> anyhow::Result<Vec<Scena
             0,
             neighbours::measure(ctx, Misbehaviour::Slow, 0).await,
         )?];
-        for &kind in &ctx.sizes.neighbours_kinds {
-            for &count in &ctx.sizes.neighbours_counts {
-                let point = neighbours::measure(ctx, kind, count).await;
-                points.push(logged("neighbours", u32::try_from(count)?, point)?);
-            }
+        for &(kind, count) in &ctx.sizes.neighbours_points() {
+            let point = neighbours::measure(ctx, kind, count).await;
+            points.push(logged("neighbours", u32::try_from(count)?, point)?);
         }
         scenarios.extend(neighbours::results(points));
     }
     Ok(scenarios)
+}
+
+/// A point of the neighbours sweep: `<kind>-<count>`.
+fn parse_point(text: &str) -> Result<(Misbehaviour, u64), String> {
+    let (kind, count) = text
+        .rsplit_once('-')
+        .ok_or_else(|| format!("{text:?}: expected <kind>-<count>, e.g. slow-20"))?;
+    let kind = Misbehaviour::ALL
+        .into_iter()
+        .find(|k| k.name() == kind)
+        .ok_or_else(|| format!("{kind:?}: expected slow, hang, fail or throttle"))?;
+    let count = count
+        .parse::<u64>()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| format!("{count:?}: expected a count of endpoints, at least 1"))?;
+    Ok((kind, count))
 }
 
 /// `result` with its scenario named, after a progress line.

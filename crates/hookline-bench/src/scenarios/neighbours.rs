@@ -1,19 +1,22 @@
 //! Scenario 10, neighbours: a healthy endpoint's events beside misbehaving endpoints' on
 //! the same partitions, at hookline's default settings. For each kind of misbehaviour
 //! ([`Misbehaviour`]: slow, hanging, failing, throttling) and each count of misbehaving
-//! endpoints, the run publishes a backlog of their events (a first healthy event ahead of it
-//! warms hookline up), then a steady stream in which one event in three is a misbehaving
-//! endpoint's and the others the healthy one's. Its figures are the healthy endpoint's over
-//! the stream (deliveries per second, publish to 2xx), set against the healthy endpoint
-//! alone, run first: the same healthy events at the same rate (the stream at two thirds of
-//! its rate, every event the healthy one's). The misbehaving endpoints' requests say how far
-//! they progressed meanwhile.
+//! endpoints, the run delivers a first healthy event (hookline knows the healthy endpoint),
+//! then publishes a backlog of the misbehaving endpoints' events and waits until hookline has
+//! taken it in (its offsets committed), then a steady stream in which one event in three is a
+//! misbehaving endpoint's and the others the healthy one's.
+//! Its figures are the healthy endpoint's over the stream (deliveries per second, publish to
+//! 2xx), set against the healthy endpoint alone, run first: the same healthy events at the
+//! same rate (the stream at two thirds of its rate, every event the healthy one's). The
+//! misbehaving endpoints' requests say how far they progressed meanwhile.
 
 use std::time::Duration;
 
 use super::{Progress, ScenarioCtx};
 use crate::contest::{self, Measured};
-use crate::fixture::{Fixture, RETRY_TIER, event, payload, publish_paced, run_name, run_topics};
+use crate::fixture::{
+    Fixture, RETRY_TIER, event, payload, publish_paced, run_name, run_topics, taken_in,
+};
 use crate::results::ScenarioResult;
 use crate::sink::Misbehaviour;
 
@@ -81,7 +84,9 @@ pub async fn measure(
             };
             event(&name, n, &endpoint, body.clone())
         };
-        fixture.publish(&ctx.kafka, 1 + backlog, make).await?;
+        // The healthy endpoint is a customer hookline knows: its warm-up event is delivered
+        // before the neighbours, new to it, start misbehaving.
+        fixture.publish(&ctx.kafka, 1, make).await?;
         let command = ctx.hookline_command("neighbours", &config)?;
         let mut launched = contest::launch(
             ctx,
@@ -92,6 +97,18 @@ pub async fn measure(
             Some(config.admin_port),
         )?;
         launched.wait_for(ctx.sink, 1, ctx.run_timeout).await?;
+        fixture
+            .publish(&ctx.kafka, backlog, |n| make(n + 1))
+            .await?;
+        // The stream measures the steady state beside a backlog that hookline has taken in
+        // (moved aside), not the moment the backlog lands in front of it on the partitions.
+        taken_in(
+            &ctx.kafka,
+            &config.group,
+            &fixture.topics.events,
+            ctx.run_timeout,
+        )
+        .await?;
         let first = 1 + backlog;
         let seconds = sizes.neighbours_seconds;
         // Alone, only the healthy two thirds of the stream are published.

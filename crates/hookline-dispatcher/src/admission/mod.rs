@@ -1,10 +1,10 @@
 //! Admission: which budget a record draws on, decided once when the poll loop takes it in,
 //! before it holds anything but its pending place. A fast endpoint's records are held up to
-//! its queue; a slow or unproven endpoint's record runs only with a unit of the budget those
-//! endpoints share ([`pool`]). A record that finds no room goes to the slow lane at once,
-//! without an attempt, so the records behind it on its partition flow. A slow-lane record
-//! that finds no unit waits for one in memory, in fair turn, holding one of a bounded number
-//! of lane places (a quarter of the pending records), so that the lane is read past an
+//! its queue. A slow or new endpoint's record goes to the slow lane at once, without an
+//! attempt, so that no attempt that may hang holds the commit of the partitions healthy
+//! endpoints share; from the lane it runs with a unit of the budget such endpoints share
+//! ([`pool`]), or waits for one in memory, in fair turn, holding one of a bounded number of
+//! waiting places (a quarter of the pending records), so that the lane is read past an
 //! endpoint whose turn is far; the lane's partitions pause only while those places are all
 //! taken. So no number of slow endpoints holds more than their share, and a healthy
 //! endpoint's records are never behind theirs.
@@ -28,8 +28,9 @@ pub(crate) struct Gate {
     key: Arc<str>,
     standing: Mutex<Standing>,
     fast: AtomicBool,
-    /// Woken when the endpoint stops being fast: its records waiting in memory without a
-    /// unit of the pool move to the slow lane.
+    slow: AtomicBool,
+    /// Woken when the endpoint turns slow: its records waiting in memory (but those from the
+    /// slow lane) move to the slow lane.
     pub slowed: Notify,
 }
 
@@ -40,6 +41,7 @@ impl Gate {
             key: Arc::from(id),
             standing: Mutex::new(Standing::new(max_concurrency, slow_after)),
             fast: AtomicBool::new(false),
+            slow: AtomicBool::new(false),
             slowed: Notify::new(),
         }
     }
@@ -55,7 +57,7 @@ impl Gate {
         &self.key
     }
 
-    /// Its standing now; waiters are woken when it stops being fast.
+    /// Its standing now; waiters are woken when it turns slow.
     pub(crate) fn class(&self, now: Instant, circuit_open: bool) -> Class {
         let class = self.lock().class(now, circuit_open);
         self.note(class);
@@ -63,8 +65,9 @@ impl Gate {
     }
 
     fn note(&self, class: Class) {
-        let fast = class == Class::Fast;
-        if self.fast.swap(fast, Ordering::AcqRel) && !fast {
+        self.fast.store(class == Class::Fast, Ordering::Release);
+        let slow = class == Class::Slow;
+        if !self.slow.swap(slow, Ordering::AcqRel) && slow {
             self.slowed.notify_waiters();
         }
     }
@@ -123,8 +126,8 @@ pub(crate) enum Ticket {
     Held(#[allow(dead_code)] Held),
     /// A unit of the slow endpoints' pool (given back when dropped).
     Unit(#[allow(dead_code)] Unit),
-    /// A slow-lane record waiting for a unit: one of the lane places.
-    LaneWait(#[allow(dead_code)] OwnedSemaphorePermit),
+    /// A slow-lane record waiting in memory for a unit: one of the waiting places.
+    Waiting(#[allow(dead_code)] OwnedSemaphorePermit),
     /// Nothing: it goes to the slow lane at once, without an attempt, for this reason (a
     /// metric label).
     ToLane(&'static str),
@@ -136,10 +139,10 @@ impl Ticket {
         matches!(self, Ticket::Unit(_))
     }
 
-    /// Whether it is a slow-lane record that waits for a unit where it is (it is not sent
-    /// to the lane again).
-    pub(crate) fn waits_in_lane(&self) -> bool {
-        matches!(self, Ticket::LaneWait(_))
+    /// Whether it waits for a unit where it is, in a waiting place (it is not sent to the
+    /// lane).
+    pub(crate) fn waits_in_place(&self) -> bool {
+        matches!(self, Ticket::Waiting(_))
     }
 }
 
@@ -153,10 +156,13 @@ impl Drop for Held {
     }
 }
 
-/// Why a record goes to the slow lane: its endpoint is slow and the pool has no unit for it.
+/// Why a record goes to the slow lane: its endpoint is slow.
 pub(crate) const SLOW: &str = "endpoint_slow";
 /// Why a record goes to the slow lane: its fast endpoint's queue is full.
 pub(crate) const QUEUE_FULL: &str = "endpoint_queue_full";
+/// Why a record goes to the slow lane: its endpoint is new (no attempt of it has ended well
+/// yet).
+pub(crate) const NEW: &str = "endpoint_new";
 
 /// Why a slow-lane record cannot be taken in now: its partition pauses.
 #[derive(Debug, PartialEq, Eq)]
@@ -164,32 +170,30 @@ pub(crate) enum Wait {
     /// Its fast endpoint's queue is full, and drains quickly or this is a slow-lane record
     /// (otherwise a record goes to the lane).
     QueueFull,
-    /// Every lane place is taken by records waiting for their turn.
+    /// Every waiting place is taken by records waiting for their turn.
     LaneFull,
-    /// A new endpoint runs as many attempts as it may, and none has ended yet.
-    Proving,
 }
 
 /// The dispatcher's admission: the queue size of each endpoint, the slow endpoints' pool,
-/// and the places of slow-lane records waiting for it.
+/// and the places of records waiting for it in memory.
 #[derive(Debug)]
 pub(crate) struct Admission {
     pub pool: Arc<Pool>,
     queue: usize,
-    lane_places: Arc<Semaphore>,
-    lane_capacity: usize,
+    waiting_places: Arc<Semaphore>,
+    waiting_capacity: usize,
 }
 
 impl Admission {
     /// Endpoint queues of `queue` records; slow endpoints share `pool` attempts; at most
-    /// `lane` slow-lane records wait for them in memory.
-    pub(crate) fn new(queue: usize, pool: usize, lane: usize) -> Admission {
-        let lane_capacity = lane.max(1);
+    /// `waiting` records wait for them in memory.
+    pub(crate) fn new(queue: usize, pool: usize, waiting: usize) -> Admission {
+        let waiting_capacity = waiting.max(1);
         Admission {
             pool: Pool::new(pool),
             queue: queue.max(1),
-            lane_places: Arc::new(Semaphore::new(lane_capacity)),
-            lane_capacity,
+            waiting_places: Arc::new(Semaphore::new(waiting_capacity)),
+            waiting_capacity,
         }
     }
 
@@ -215,29 +219,23 @@ impl Admission {
                     Ok(Ticket::ToLane(QUEUE_FULL))
                 }
             }
-            // Until an attempt ends well, an endpoint holds only what it can run, as a slow
-            // one: a thousand new endpoints that hang cannot fill the dispatcher first.
+            // Only the slow lane's commits may wait on an attempt that can hang: a record of
+            // an endpoint not proven fast runs from the lane alone.
             Class::Unproven | Class::Slow => {
-                let key = gate.key();
                 if circuit.is_some() {
                     // Deferred by its circuit at once, holding nothing (a tier, for the rest
                     // of the open time).
                     return Ok(Ticket::Nothing);
                 }
-                if let Some(unit) = self.pool.try_take(key, gate.limit()) {
+                if !from_lane {
+                    let why = if class == Class::Slow { SLOW } else { NEW };
+                    return Ok(Ticket::ToLane(why));
+                }
+                if let Some(unit) = self.pool.try_take(gate.key(), gate.limit()) {
                     return Ok(Ticket::Unit(unit));
                 }
-                if !from_lane {
-                    // A new endpoint busy with its first attempts: its partition waits for
-                    // the first to end (well: it is fast; or past `slow_after`: it is slow),
-                    // rather than its first burst going round the lane.
-                    if class == Class::Unproven && !self.pool.is_full() {
-                        return Err(Wait::Proving);
-                    }
-                    return Ok(Ticket::ToLane(SLOW));
-                }
-                match Arc::clone(&self.lane_places).try_acquire_owned() {
-                    Ok(place) => Ok(Ticket::LaneWait(place)),
+                match Arc::clone(&self.waiting_places).try_acquire_owned() {
+                    Ok(place) => Ok(Ticket::Waiting(place)),
                     Err(_) => Err(Wait::LaneFull),
                 }
             }
@@ -251,22 +249,16 @@ impl Admission {
         gate.has_room(self.queue) || !gate.was_fast()
     }
 
-    /// Whether a partition paused for `gate`'s new endpoint may go on: it has shown itself
-    /// fast or slow.
-    pub(crate) fn proven(&self, gate: &Gate) -> bool {
-        gate.class(Instant::now(), false) != Class::Unproven
-    }
-
-    /// Units of the pool held, and slow-lane records waiting for one.
+    /// Units of the pool held, and records waiting for one in memory.
     pub(crate) fn in_use(&self) -> (usize, usize) {
-        let waiting = self.lane_capacity - self.lane_places.available_permits();
+        let waiting = self.waiting_capacity - self.waiting_places.available_permits();
         (self.pool.in_use(), waiting)
     }
 
-    /// Whether slow-lane partitions paused for want of lane places may go on: half of the
-    /// places are free.
+    /// Whether slow-lane partitions paused for want of waiting places may go on: half of
+    /// the places are free.
     pub(crate) fn lane_has_room(&self) -> bool {
-        self.lane_places.available_permits() >= self.lane_capacity.div_ceil(2)
+        self.waiting_places.available_permits() >= self.waiting_capacity.div_ceil(2)
     }
 }
 
@@ -325,50 +317,34 @@ mod tests {
     }
 
     #[test]
-    fn an_unproven_endpoint_holds_only_what_it_runs() {
-        let admission = Admission::new(8, 8, 8);
+    fn a_new_endpoints_records_run_from_the_lane_alone_up_to_its_limit() {
+        let admission = Admission::new(8, 8, 1);
         let gate = Arc::new(Gate::new("new", 2, SLOW_AFTER));
-        let tickets: Vec<Ticket> = (0..2)
-            .map(|_| admission.enter(&gate, false, None).expect("admitted"))
-            .collect();
-        assert!(tickets.iter().all(Ticket::has_unit));
-        assert_eq!(
-            admission.enter(&gate, false, None).unwrap_err(),
-            Wait::Proving,
-            "past its limit, its partition waits for its first answer"
-        );
-        assert!(!admission.proven(&gate));
-        gate.attempt_started();
-        gate.attempt_ended(Duration::from_millis(5), true);
-        assert!(admission.proven(&gate));
-    }
-
-    #[test]
-    fn a_new_endpoint_finding_the_pool_full_goes_to_the_lane() {
-        let admission = Admission::new(8, 1, 1);
-        let _unit = admission
-            .enter(&slow_gate("a"), false, None)
-            .expect("a unit");
-        let new = Arc::new(Gate::new("new", 2, SLOW_AFTER));
         assert!(matches!(
-            admission.enter(&new, false, None),
-            Ok(Ticket::ToLane(SLOW))
+            admission.enter(&gate, false, None),
+            Ok(Ticket::ToLane(NEW))
         ));
+        let units: Vec<Ticket> = (0..2)
+            .map(|_| admission.enter(&gate, true, None).expect("admitted"))
+            .collect();
+        assert!(units.iter().all(Ticket::has_unit), "up to its limit");
+        let waiting = admission.enter(&gate, true, None).expect("a waiting place");
+        assert!(waiting.waits_in_place());
     }
 
     #[test]
-    fn a_slow_endpoint_runs_with_a_unit_or_goes_to_the_lane_where_it_waits_in_a_place() {
+    fn a_slow_endpoint_goes_to_the_lane_and_from_there_runs_with_a_unit_or_waits_in_a_place() {
         let admission = Admission::new(8, 1, 1);
         let (a, b) = (slow_gate("a"), slow_gate("b"));
-        let unit = admission.enter(&a, false, None).expect("a unit");
-        assert!(unit.has_unit());
         assert!(matches!(
-            admission.enter(&b, false, None),
+            admission.enter(&a, false, None),
             Ok(Ticket::ToLane(SLOW))
         ));
-        // From the lane, b waits where it is, in one of the lane places.
-        let waiting = admission.enter(&b, true, None).expect("a lane place");
-        assert!(waiting.waits_in_lane());
+        let unit = admission.enter(&a, true, None).expect("a unit");
+        assert!(unit.has_unit());
+        // From the lane, b waits where it is, in one of the waiting places.
+        let waiting = admission.enter(&b, true, None).expect("a waiting place");
+        assert!(waiting.waits_in_place());
         assert!(!admission.lane_has_room());
         assert_eq!(admission.enter(&b, true, None).unwrap_err(), Wait::LaneFull);
         drop(waiting);

@@ -78,11 +78,6 @@ impl Pool {
         self.lock().share.in_use()
     }
 
-    /// Whether every unit is held.
-    pub(crate) fn is_full(&self) -> bool {
-        self.lock().share.is_full()
-    }
-
     /// A unit for `key`, under its `limit`, if one can be had now without overtaking anyone
     /// who waits under their fair share.
     pub(crate) fn try_take(self: &Arc<Self>, key: &Key, limit: usize) -> Option<Unit> {

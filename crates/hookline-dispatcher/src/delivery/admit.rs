@@ -110,9 +110,9 @@ pub(crate) async fn admit<'a>(
     } else {
         Some(breaker_ticket(ctx, target)?)
     };
-    // A slow-lane record waiting for its turn, and a strict endpoint's record, wait where
-    // they are; others move on.
-    let in_place = strict || delivery.ticket.waits_in_lane();
+    // A strict endpoint's record waits where it is (a move would break its order), and so
+    // does a slow-lane record in a waiting place (a move would only go round).
+    let in_place = strict || delivery.ticket.waits_in_place();
     let unit = if delivery.ticket.has_unit() {
         None
     } else {
@@ -130,7 +130,7 @@ pub(crate) async fn admit<'a>(
             }
         }
     };
-    // Without a unit, a record of a fast endpoint moves to the lane when it stops being fast.
+    // Without a unit, a record moves to the lane when its endpoint turns slow.
     let slowed = (!in_place && unit.is_none() && !delivery.ticket.has_unit()).then_some(&**gate);
     let endpoint_permit = match Arc::clone(&endpoint.permits).try_acquire_owned() {
         Ok(permit) => permit,
@@ -202,7 +202,7 @@ fn breaker_ticket<'a>(ctx: &'a Ctx, target: &'a Target) -> Result<BreakerTicket<
 }
 
 /// Waits for `future`, or until the record is told to move on (its partition's commit held
-/// too long: a tier, for about `wait`), or its endpoint stops being fast (`slowed`: the slow
+/// too long: a tier, for about `wait`), or its endpoint turns slow (`slowed`: the slow
 /// lane). A record that waits `in_place` (a strict endpoint's, whose order a move would
 /// break; a slow-lane record waiting for its turn, which would only go round) is never moved
 /// on. A closed semaphore means the dispatcher is stopping. A cancelled delivery is dropped
@@ -235,15 +235,15 @@ async fn wait<T>(
     }
 }
 
-/// Returns once `gate`'s endpoint is not fast: told by the attempt that shows it, or found at
-/// the moment its attempts running now stall (none ending for `slow_after`), which nobody
-/// else may look at while the poll loop is full.
+/// Returns once `gate`'s endpoint is slow: told by the attempt that shows it, or found at the
+/// moment its attempts running now stall (none ending for `slow_after`), which nobody else
+/// may look at while the poll loop is full.
 async fn turns_slow(gate: &Gate) {
     loop {
         let notified = gate.slowed.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        if gate.class(Instant::now(), false) != Class::Fast {
+        if gate.class(Instant::now(), false) == Class::Slow {
             return;
         }
         match gate.stalls_at() {

@@ -318,6 +318,17 @@ impl Harness {
         .await;
     }
 
+    /// Makes `endpoint` known fast to the running dispatcher: one event delivered to it,
+    /// answered well (its receiver script `name` must answer its next request 2xx at once).
+    /// Until then its records go through the slow lane.
+    pub(crate) async fn warm(&self, endpoint: &str, name: &str) {
+        const SUCCEEDED: &str = r#"webhook_delivery_total{status="succeeded"}"#;
+        let before = self.metric(SUCCEEDED);
+        self.publish_json(&event(endpoint, usize::MAX)).await;
+        self.wait_for_requests(name, 1).await;
+        self.wait_for_metric(SUCCEEDED, before + 1).await;
+    }
+
     /// Waits until a metric line reaches `at_least`.
     pub(crate) async fn wait_for_metric(&self, series: &str, at_least: u64) {
         wait_until(DEADLINE, &format!("{series} >= {at_least}"), || async {

@@ -84,12 +84,13 @@ async fn a_slow_endpoints_records_wait_in_the_lane_and_come_back_once_each_as_fi
     // The lane holds them keyed by their endpoint, with their retry state.
     let lane = format!("{}.lane", h.topics.events);
     let records = read_all(&h.kafka, &lane, laned as usize, DEADLINE).await;
-    assert!(
-        records
-            .iter()
-            .all(|r| r.key() == Some(b"ep-slow".as_slice())),
-        "keyed by endpoint"
-    );
+    // The slow endpoint's, keyed by it (and the two warm-ups, sent there while their
+    // endpoints were new).
+    let slow_ones = records
+        .iter()
+        .filter(|r| r.key() == Some(b"ep-slow".as_slice()))
+        .count();
+    assert!(slow_ones + 2 >= records.len(), "keyed by endpoint");
     // The main topic's commit passed the records sent to the lane.
     wait_until(DEADLINE, "the main topic committed to its end", || async {
         (h.committed(&group, 0) == Some(44)).then_some(())

