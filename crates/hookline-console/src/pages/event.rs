@@ -171,6 +171,7 @@ fn detail(step: &Step, dlq_topic: &str, hide_echoes: bool) -> Markup {
                     }
                 }
             }
+            StepKind::Deferred if tier() == "lane" => { "to the slow lane (" (reason()) ")" }
             StepKind::RetryScheduled | StepKind::Deferred => { "to tier " (tier()) " (" (reason()) ")" }
             StepKind::Parked => {
                 (reason()) " after " (record.map_or(0, |r| r.attempt)) " attempts"

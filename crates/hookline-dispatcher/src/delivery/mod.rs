@@ -100,12 +100,15 @@ async fn stages<'a>(ctx: &'a Ctx, delivery: &Delivery, job: &mut Job<'a>) -> Res
     job.life.step(Step::Validate);
     let span = tracing::Span::current();
     match &delivery.intake {
-        // Its endpoint had no room for it: to the slow lane, not even decoded.
+        // Its endpoint had no room for it: to the slow lane, decoded only so that its
+        // history names it (a malformed record is parked here as it would be there).
         Intake::Deliver(meta) if let Ticket::ToLane(why) = delivery.ticket => {
             job.meta = meta.clone();
             if let Some(endpoint) = &delivery.endpoint {
                 job.retry = endpoint.retry;
             }
+            let event = job.event.insert(decode::event(ctx, delivery).await?);
+            span.record("event_id", event.event_id.as_str());
             return Err(Halt::Lane { why });
         }
         Intake::Deliver(meta) => job.meta = meta.clone(),

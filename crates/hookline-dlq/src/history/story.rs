@@ -273,6 +273,10 @@ fn detail(step: &Step) -> String {
             r.tier.as_deref().unwrap_or("?"),
             r.reason.as_deref().unwrap_or("?")
         ),
+        StepKind::Deferred if r.tier.as_deref() == Some("lane") => format!(
+            "to the slow lane ({})  {by}",
+            r.reason.as_deref().unwrap_or("?")
+        ),
         StepKind::Deferred => format!(
             "to tier {} ({})  {by}",
             r.tier.as_deref().unwrap_or("?"),
