@@ -111,8 +111,10 @@ pub(crate) async fn admit<'a>(
         Some(breaker_ticket(ctx, target)?)
     };
     // A strict endpoint's record waits where it is (a move would break its order), and so
-    // does a slow-lane record in a waiting place (a move would only go round).
-    let in_place = strict || delivery.ticket.waits_in_place();
+    // does a slow-lane record (a move would only go round; one whose key does not name its
+    // endpoint, and so was admitted without its endpoint's standing, waits too).
+    let from_lane = *delivery.record.topic == *ctx.settings.lane_topic;
+    let in_place = strict || from_lane || delivery.ticket.waits_in_place();
     let unit = if delivery.ticket.has_unit() {
         None
     } else {

@@ -98,3 +98,27 @@ async fn a_slow_endpoints_records_wait_in_the_lane_and_come_back_once_each_as_fi
     .await;
     h.stop().await;
 }
+
+/// A record whose key is not its endpoint's id is admitted without its endpoint's standing;
+/// once its endpoint (new) sends it to the lane, it waits its turn there, and is not sent
+/// round the lane again (it was, for ever, while no attempt could show the endpoint fast).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_record_keyed_by_something_else_goes_to_the_lane_once_and_is_delivered() {
+    let mut h = Harness::new("lane-key").await;
+    let url = h.receiver.script("ok", |_| Reply::Status(204));
+    h.put_endpoint("ep-ok", json!({ "url": url })).await;
+    h.start(h.config()).await;
+    let events = events("ep-ok", 5);
+    for (n, event) in events.iter().enumerate() {
+        h.publish_bytes(
+            &format!("order-{n}"),
+            &event.to_json(),
+            Some(&event.event_id),
+        )
+        .await;
+    }
+    h.wait_for_requests("ok", 5).await;
+    let laned = metric_with(&h, DEFERRED, r#"tier="lane""#);
+    assert!(laned <= 5, "each at most once into the lane: {laned}");
+    h.stop().await;
+}

@@ -13,6 +13,7 @@ mod events_history;
 mod events_tail;
 mod fanout;
 mod kafka_properties;
+mod lane_crash;
 mod leaks;
 mod outbox;
 mod secrets;
