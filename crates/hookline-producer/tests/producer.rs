@@ -229,6 +229,7 @@ async fn provisioning_creates_the_topics_with_their_configs_and_is_idempotent() 
         topics.fanout(),
         format!("{}.retry.200ms", topics.events),
         format!("{}.retry.5s", topics.events),
+        topics.lane(),
         topics.dlq(),
         topics.attempts(),
         topics.dlq_actions(),
@@ -245,7 +246,7 @@ async fn provisioning_creates_the_topics_with_their_configs_and_is_idempotent() 
     assert!(first.existing.is_empty());
 
     let consumer: BaseConsumer = settings.client_config().create().expect("consumer");
-    for name in &expected[..5] {
+    for name in &expected[..6] {
         let metadata = consumer
             .fetch_metadata(Some(name), DEADLINE)
             .expect("metadata");
