@@ -14,8 +14,15 @@ use crate::operator::{Notice, Operator, Parked};
 use crate::record::SourceRecord;
 
 /// Logs where a delivery went after its attempts: a retry tier, a deferral, the DLQ.
-/// Deliveries (the attempt record says it), duplicates and hops are not logged.
-pub(crate) fn outcome(log: &AttemptLog, job: &Job<'_>, source: &SourceRecord, outcome: &Outcome) {
+/// Deliveries (the attempt record says it), duplicates and hops are not logged. The record
+/// is dated `decided_ms`, when the delivery's way was decided, not when it was written.
+pub(crate) fn outcome(
+    log: &AttemptLog,
+    job: &Job<'_>,
+    source: &SourceRecord,
+    outcome: &Outcome,
+    decided_ms: i64,
+) {
     if !log.enabled() {
         return;
     }
@@ -30,6 +37,7 @@ pub(crate) fn outcome(log: &AttemptLog, job: &Job<'_>, source: &SourceRecord, ou
         Outcome::Parked { reason, .. } => (AttemptKind::Parked, None, reason.code()),
     };
     let mut record = base(log, job.event_id(), kind, job.meta.attempt);
+    record.timestamp_ms = decided_ms;
     record.tenant_id = job.event.as_ref().and_then(|e| e.tenant_id.clone());
     record.endpoint_id = job.endpoint_id(source);
     record.tier = tier;

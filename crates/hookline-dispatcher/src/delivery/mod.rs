@@ -65,7 +65,12 @@ pub(crate) async fn run(ctx: &Ctx, delivery: &Delivery) -> Result<Outcome, Aband
         ledger: None,
         last_status: None,
     };
-    let result = match stages(ctx, delivery, &mut job).await {
+    let stages = stages(ctx, delivery, &mut job).await;
+    // Where the delivery goes is decided now: the attempt log dates it now, before the
+    // write, so that a step never sorts after what the write led to (the slow lane's
+    // attempt may come back before the write's acknowledgement does).
+    let decided_ms = now_ms();
+    let result = match stages {
         Ok(outcome) => Ok(outcome),
         Err(Halt::Abandoned) => Err(Abandoned),
         Err(Halt::Reject(failure)) => {
@@ -91,7 +96,13 @@ pub(crate) async fn run(ctx: &Ctx, delivery: &Delivery) -> Result<Outcome, Aband
     )
     .await;
     let outcome = result?;
-    hooks::outcome(&ctx.attempt_log, &job, &delivery.record, &outcome);
+    hooks::outcome(
+        &ctx.attempt_log,
+        &job,
+        &delivery.record,
+        &outcome,
+        decided_ms,
+    );
     outcome.emit(&ctx.metrics, &mut job.life);
     Ok(outcome)
 }

@@ -71,8 +71,9 @@ pub struct Story {
     pub steps: Vec<Step>,
 }
 
-/// Where a record sorts among records of the same millisecond: a fan-out before the
-/// deliveries, an attempt before where it led.
+/// Where a record sorts among records of the same millisecond, after its attempt number
+/// (a step before attempt n carries n - 1): a fan-out before the deliveries, an attempt
+/// before where it led.
 fn rank(kind: AttemptKind) -> u8 {
     match kind {
         AttemptKind::FannedOut => 0,
@@ -85,7 +86,7 @@ impl Story {
     /// The story of `event_id` from its records (any order, any dispatchers).
     pub fn build(event_id: &str, mut records: Vec<AttemptRecord>) -> Story {
         records.retain(|r| r.event_id == event_id);
-        records.sort_by_key(|r| (r.timestamp_ms, rank(r.kind)));
+        records.sort_by_key(|r| (r.timestamp_ms, r.attempt, rank(r.kind)));
         let mut steps = Vec::with_capacity(records.len() + 2);
         if let Some(published) = records.iter().filter_map(|r| r.published_at_ms).min() {
             steps.push(Step {
@@ -458,6 +459,45 @@ mod tests {
             lines[8].contains("delivered") && lines[8].contains("by disp-b"),
             "{}",
             lines[8]
+        );
+    }
+
+    #[test]
+    fn a_deferral_sorts_before_the_attempt_it_led_to_in_the_same_millisecond() {
+        // The lane's attempt was logged first: its dispatcher read the lane record back
+        // before the deferral's write was acknowledged.
+        let records = vec![
+            AttemptRecord {
+                http_status: Some(200),
+                ..rec(AttemptKind::Attempt, 5_000, 1, "disp-a")
+            },
+            AttemptRecord {
+                tier: Some("lane".into()),
+                reason: Some("endpoint_new".into()),
+                ..rec(AttemptKind::Deferred, 5_000, 0, "disp-a")
+            },
+            failed(5_000, 1, "disp-b"),
+            AttemptRecord {
+                tier: Some("1s".into()),
+                reason: Some("circuit_open".into()),
+                ..rec(AttemptKind::Deferred, 5_000, 1, "disp-b")
+            },
+        ];
+        let kinds: Vec<&str> = Story::build("evt-1", records)
+            .steps
+            .iter()
+            .map(|s| s.kind.name())
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "published",
+                "deferred",
+                "attempt",
+                "delivered",
+                "attempt",
+                "deferred"
+            ]
         );
     }
 
