@@ -7,6 +7,8 @@
 //! ([`crate::admission`]): a fast endpoint's into its queue (its partition pauses while the
 //! queue is full), a slow endpoint's with a unit of the slow endpoints' pool, or else to the
 //! slow lane at once (a slow-lane record's partition pauses until a unit is kept for it).
+//! A strict-ordering endpoint's records go to the lane in their chain, each once the one
+//! before it is written, and are delivered from there in it.
 //! When every pending place is taken, it holds the record it fetched last until one is free.
 //! On shutdown it stops fetching, drains within the grace period and commits.
 
@@ -21,7 +23,7 @@ use tokio::sync::{Semaphore, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::admission::{Ticket, Wait};
+use crate::admission::{STRICT, Ticket, Wait};
 use crate::clock::now_ms;
 use crate::context::{DispatchContext, commit};
 use crate::delivery::{self, Ctx, Delivery, Intake, Written};
@@ -291,21 +293,29 @@ fn take(
         && endpoint
             .as_ref()
             .is_some_and(|endpoint| endpoint.config.strict_ordering);
-    // A strict endpoint's records wait in their chain, bounded by the endpoint's queue, and
-    // hold no pending permit meanwhile: a dead strict endpoint cannot take the permits every
-    // other endpoint needs. When its chain is full, the partition pauses (keeping order).
+    // A strict endpoint's records are chained per partition, bounded by the endpoint's
+    // queue, and hold no pending permit meanwhile: a dead strict endpoint cannot take the
+    // permits every other endpoint needs. Off the lane, each goes to the lane once the one
+    // before it is written there (so they keep their order), and its offset commits: a slow
+    // strict endpoint holds no partition other endpoints share. On the lane, each is
+    // delivered once the one before it is done. When a chain is full, its partition pauses.
     if let (Some(strict_endpoint), true) = (&endpoint, strict) {
         let Some(link) = chains.join(&key, &strict_endpoint.id, settings.per_endpoint_queue) else {
             let full = Pause::ChainFull(strict_endpoint.id.clone());
             pause(consumer, shared, &record, full, &ctx.metrics);
             return Taken::Paused;
         };
+        let ticket = if *record.topic == *settings.lane_topic {
+            Ticket::Nothing
+        } else {
+            Ticket::ToLane(STRICT)
+        };
         let ready = Ready {
             record,
             intake,
             endpoint,
         };
-        let spawn = ready.start(shared, ctx, None, Ticket::Nothing, Some(link));
+        let spawn = ready.start(shared, ctx, None, ticket, Some(link));
         return Taken::Run(spawn);
     }
     let ready = Ready {

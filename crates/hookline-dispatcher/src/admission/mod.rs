@@ -163,6 +163,9 @@ pub(crate) const QUEUE_FULL: &str = "endpoint_queue_full";
 /// Why a record goes to the slow lane: its endpoint is new (no attempt of it has ended well
 /// yet).
 pub(crate) const NEW: &str = "endpoint_new";
+/// Why a record goes to the slow lane: its endpoint keeps strict order, and its records
+/// always wait their turn there (in order), never on a partition other endpoints share.
+pub(crate) const STRICT: &str = "strict_ordering";
 
 /// Why a slow-lane record cannot be taken in now: its partition pauses.
 #[derive(Debug, PartialEq, Eq)]

@@ -217,9 +217,10 @@ async fn read_request(stream: &mut TcpStream) -> Option<String> {
 }
 
 /// 1. Before: each record chained behind a dead strict-ordering endpoint held a global
-/// pending permit while it waited, so consumption stopped for every endpoint.
+/// pending permit while it waited, so consumption stopped for every endpoint; then its full
+/// chain paused its partition, so the endpoints sharing that partition waited for it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_dead_strict_endpoint_pauses_its_own_partition_and_others_flow() {
+async fn a_dead_strict_endpoint_waits_in_the_lane_and_its_partition_flows() {
     let mut h = Harness::new("strict-dead").await;
     let dead = h.receiver.script("strict-dead", |_| Reply::Status(503));
     let ok = h.receiver.script("ok", |_| Reply::Status(204));
@@ -229,13 +230,15 @@ async fn a_dead_strict_endpoint_pauses_its_own_partition_and_others_flow() {
     let mut config = h.config();
     config.concurrency.max_pending = 16;
     config.concurrency.per_endpoint_queue = 4;
+    let group = config.group_id.clone();
     h.start(config).await;
 
     let stuck = events("ep-strict", 30);
     publish_all(&h, &stuck, Some(0)).await;
-    // The strict records are being taken in (the first one fails) before the healthy exist.
+    // The strict records are being taken in (the first one fails) before the healthy exist,
+    // on the same partition, behind them.
     h.wait_for_requests("strict-dead", 1).await;
-    publish_all(&h, &events("ep-ok", 30), Some(1)).await;
+    publish_all(&h, &events("ep-ok", 30), Some(0)).await;
 
     wait_until(
         Duration::from_secs(30),
@@ -243,8 +246,16 @@ async fn a_dead_strict_endpoint_pauses_its_own_partition_and_others_flow() {
         || async { (h.receiver.count("ok") >= 30).then_some(()) },
     )
     .await;
+    // The strict endpoint's chain is full on the lane, not on the events topic, whose
+    // partition commits past all of its records.
     h.wait_for_metric(r#"webhook_paused_partitions{state="chain_full"}"#, 1)
         .await;
+    wait_until(
+        DEADLINE,
+        "the events topic committed to its end",
+        || async { (h.committed(&group, 0) == Some(60)).then_some(()) },
+    )
+    .await;
     // Order kept: the strict endpoint has seen its first event only, retried in place.
     let seen: HashSet<String> = h
         .receiver

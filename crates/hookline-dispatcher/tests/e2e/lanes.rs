@@ -1,15 +1,17 @@
 //! The slow lane: a slow endpoint's records that find no room go to `<events>.lane` at once,
 //! keyed by their endpoint, without an attempt; the records behind them flow; they come back
 //! from the lane for their endpoint's turn and are delivered once each, as first attempts.
+//! A strict-ordering endpoint's records always wait there, in order.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use hookline_testkit::{Reply, read_all, wait_until};
 use rdkafka::Message;
+use rdkafka::message::Headers;
 use serde_json::json;
 
-use crate::harness::{DEADLINE, Harness};
+use crate::harness::{DEADLINE, Harness, event};
 use crate::isolation::{events, metric_with, publish_all};
 
 const DEFERRED: &str = "webhook_deferrals_total";
@@ -120,5 +122,97 @@ async fn a_record_keyed_by_something_else_goes_to_the_lane_once_and_is_delivered
     h.wait_for_requests("ok", 5).await;
     let laned = metric_with(&h, DEFERRED, r#"tier="lane""#);
     assert!(laned <= 5, "each at most once into the lane: {laned}");
+    h.stop().await;
+}
+
+/// Before: a strict-ordering endpoint's records waited in their chain on the events topic,
+/// and its full chain paused the partition, so the endpoints sharing it waited for the
+/// strict endpoint's backlog and retries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_strict_endpoints_records_keep_their_order_through_the_lane_and_others_flow() {
+    let mut h = Harness::new("lane-strict").await;
+    // Fails twice (retried in place), then answers slowly.
+    let strict = h.receiver.script("strict", |n| {
+        if n < 2 {
+            Reply::Status(503)
+        } else {
+            Reply::Slow {
+                delay_ms: 100,
+                status: 204,
+            }
+        }
+    });
+    let fast = h.receiver.script("fast", |_| Reply::Status(204));
+    let ordered =
+        json!({ "url": strict, "strict_ordering": true, "retry": { "max_attempts": 10 } });
+    h.put_endpoint("ep-strict", ordered).await;
+    h.put_endpoint("ep-fast", json!({ "url": fast })).await;
+    let mut config = h.config();
+    config.concurrency.per_endpoint_queue = 4;
+    let group = config.group_id.clone();
+    h.start(config).await;
+    publish_all(&h, &events("ep-fast", 1), Some(0)).await;
+    h.wait_for_requests("fast", 1).await;
+
+    // One partition, the two endpoints' events interleaved.
+    let strict_events = events("ep-strict", 20);
+    let fast_events: Vec<_> = (1..=40).map(|n| event("ep-fast", n)).collect();
+    let mut mixed = Vec::new();
+    for (n, strict_event) in strict_events.iter().enumerate() {
+        mixed.push(strict_event.clone());
+        mixed.extend_from_slice(&fast_events[2 * n..2 * n + 2]);
+    }
+    publish_all(&h, &mixed, Some(0)).await;
+    // The strict endpoint needs two retries and 20 x 100 ms; the fast one does not wait.
+    wait_until(DEADLINE, "the fast endpoint's 40 deliveries", || async {
+        (h.receiver.count("fast") >= 41).then_some(())
+    })
+    .await;
+    // Not paced by the strict endpoint's chain: done before half of its events.
+    let strict_so_far = h.receiver.count("strict");
+    assert!(
+        strict_so_far <= 12,
+        "the fast events waited for the strict backlog ({strict_so_far} strict requests first)"
+    );
+
+    wait_until(DEADLINE, "every strict event delivered", || async {
+        (h.receiver.count("strict") >= 22).then_some(())
+    })
+    .await;
+    // Delivered in order: each request is for the event due next, or the one before again.
+    let ids: Vec<String> = h
+        .receiver
+        .received("strict")
+        .iter()
+        .filter_map(|r| r.header("webhook-id").map(str::to_owned))
+        .collect();
+    let mut first_seen = ids.clone();
+    first_seen.dedup();
+    let published: Vec<String> = strict_events.iter().map(|e| e.event_id.clone()).collect();
+    assert_eq!(first_seen, published, "in publish order: {ids:?}");
+
+    // They went to the lane without an attempt, for this reason, in order, keyed by their
+    // endpoint; and the events topic committed past them.
+    let why = r#"why="strict_ordering""#;
+    assert_eq!(metric_with(&h, DEFERRED, why), 20);
+    let lane = format!("{}.lane", h.topics.events);
+    let all_laned = metric_with(&h, DEFERRED, r#"tier="lane""#) as usize;
+    let records = read_all(&h.kafka, &lane, all_laned, DEADLINE).await;
+    let laned: Vec<String> = records
+        .iter()
+        .filter(|r| r.key() == Some(b"ep-strict".as_slice()))
+        .filter_map(|r| {
+            let headers = r.headers()?;
+            let id = headers.iter().find(|h| h.key == "webhook-id")?.value?;
+            Some(String::from_utf8_lossy(id).into_owned())
+        })
+        .collect();
+    assert_eq!(laned, published, "written to the lane in order");
+    wait_until(
+        DEADLINE,
+        "the events topic committed to its end",
+        || async { (h.committed(&group, 0) == Some(61)).then_some(()) },
+    )
+    .await;
     h.stop().await;
 }
