@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
 use hookline_core::classify::StatusConfig;
-use hookline_core::policy::RetryConfig;
+use hookline_core::policy::{RetryConfig, RetryTiers};
 use hookline_kafka::{Compatibility, KafkaSettings, RegistrySettings};
 use serde::{Deserialize, Serialize};
 
@@ -245,7 +245,7 @@ impl Default for TopicsConfig {
             events: "webhook-events".to_owned(),
             dlq: None,
             endpoints: "webhook-endpoints".to_owned(),
-            retry_tiers: ["5s", "1m", "10m", "1h"].map(str::to_owned).to_vec(),
+            retry_tiers: RetryTiers::DEFAULT_SUFFIXES.map(str::to_owned).to_vec(),
         }
     }
 }

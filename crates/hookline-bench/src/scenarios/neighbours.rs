@@ -10,12 +10,15 @@
 //! same rate (the stream at two thirds of its rate, every event the healthy one's). The
 //! misbehaving endpoints' requests say how far they progressed meanwhile.
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use hookline_core::policy::RetryTiers;
 
 use super::{Progress, ScenarioCtx};
 use crate::contest::{self, Measured};
 use crate::fixture::{
-    Fixture, RETRY_TIER, event, payload, publish_paced, run_name, run_topics, taken_in,
+    Fixture, event, payload, publish_paced, publisher, run_name, run_topics, taken_in,
 };
 use crate::results::ScenarioResult;
 use crate::sink::Misbehaviour;
@@ -60,8 +63,11 @@ pub async fn measure(
         format!("{}-{count}", kind.name())
     };
     let name = run_name(&ctx.base, &format!("neighbours-{point}"), 1);
-    let config = ctx.hookline_config("neighbours", &run_topics(&name), &[RETRY_TIER.to_owned()])?;
-    let fixture = Fixture::create(&ctx.kafka, &name, &[RETRY_TIER]).await?;
+    // hookline's own tiers, as a deployment that sets none has them.
+    let tiers = RetryTiers::DEFAULT_SUFFIXES;
+    let config =
+        ctx.hookline_config("neighbours", &run_topics(&name), &tiers.map(str::to_owned))?;
+    let fixture = Fixture::create(&ctx.kafka, &name, &tiers).await?;
     let measured = async {
         let mut endpoints = vec![(HEALTHY.to_owned(), ctx.sink.url())];
         endpoints.extend((0..count).map(|i| (format!("nb-{i}"), ctx.sink.neighbour_url(kind, i))));
@@ -86,11 +92,14 @@ pub async fn measure(
         };
         // The healthy endpoint is a customer hookline knows: its warm-up event is delivered
         // before the neighbours, new to it, start misbehaving.
-        fixture.publish(&ctx.kafka, 1, make).await?;
-        let command = ctx.hookline_command("neighbours", &config)?;
+        let publisher = Arc::new(publisher(&ctx.kafka, &fixture.topics.events)?);
+        publisher.publish(&make(0)).await?;
+        // Each point's config and log files are its own.
+        let run = format!("neighbours-{point}");
+        let command = ctx.hookline_command(&run, &config)?;
         let mut launched = contest::launch(
             ctx,
-            "neighbours",
+            &run,
             command,
             1,
             &fixture.id_prefix(),
@@ -125,15 +134,8 @@ pub async fn measure(
                 .count() as u64
         };
         launched.restart(ctx.sink, healthy_of(planned), &fixture.id_prefix())?;
-        let (sent, _kept) = publish_paced(
-            &ctx.kafka,
-            &fixture.topics.events,
-            rate,
-            Duration::from_secs(seconds),
-            first,
-            make,
-        )
-        .await?;
+        let (sent, _kept) =
+            publish_paced(&publisher, rate, Duration::from_secs(seconds), first, make).await?;
         launched
             .wait_for(ctx.sink, healthy_of(sent), ctx.run_timeout)
             .await?;

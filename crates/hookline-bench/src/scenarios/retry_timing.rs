@@ -5,6 +5,7 @@
 //! burst to the 5 s endpoint, and the dispatcher's CPU over a quiet window in which only
 //! those delayed records wait.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
@@ -15,7 +16,7 @@ use hookline_core::signing::SigningSecret;
 use super::ScenarioCtx;
 use crate::contest::{self, note};
 use crate::fixture::{
-    Fixture, event, payload, publish_backlog, publish_paced, run_name, run_topics,
+    Fixture, event, payload, publish_backlog, publish_paced, publisher, run_name, run_topics,
 };
 use crate::results::ScenarioResult;
 
@@ -59,21 +60,14 @@ pub async fn run(ctx: &ScenarioCtx<'_>) -> anyhow::Result<ScenarioResult> {
             Some(config.admin_port),
         )?;
         // The warm-up event: the load starts once hookline delivers.
-        publish_backlog(&ctx.kafka, &fixture.topics.events, 1, |n| {
-            event(&name, n, WARM, body.clone())
-        })
-        .await?;
+        let publisher = Arc::new(publisher(&ctx.kafka, &fixture.topics.events)?);
+        publisher
+            .publish(&event(&name, 0, WARM, body.clone()))
+            .await?;
         launched.wait_for(ctx.sink, 1, ctx.run_timeout).await?;
         launched.restart(ctx.sink, steady + burst, &fixture.id_prefix())?;
-        let (sent, kept) = publish_paced(
-            &ctx.kafka,
-            &fixture.topics.events,
-            rate,
-            Duration::from_secs(seconds),
-            1,
-            make,
-        )
-        .await?;
+        let (sent, kept) =
+            publish_paced(&publisher, rate, Duration::from_secs(seconds), 1, make).await?;
         launched.wait_for(ctx.sink, sent, ctx.run_timeout).await?;
 
         // The burst to the 5 s endpoint; once every first attempt failed, only delayed

@@ -76,6 +76,9 @@ impl RetryTiers {
         ))
     }
 
+    /// The tiers a dispatcher has when its config names none.
+    pub const DEFAULT_SUFFIXES: [&str; 4] = ["5s", "1m", "10m", "1h"];
+
     /// Tiers from suffixes such as `["5s", "1m", "10m", "1h"]`.
     pub fn from_suffixes<S: AsRef<str>>(suffixes: &[S]) -> Result<Self, PolicyError> {
         let delays = suffixes
