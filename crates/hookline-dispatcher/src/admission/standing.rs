@@ -70,17 +70,31 @@ impl Standing {
 
     /// Its standing at `now`, its circuit open or not.
     pub(crate) fn class(&self, now: Instant, circuit_open: bool) -> Class {
-        let stalled = self.in_flight > 0
-            && self
-                .last_progress
-                .is_some_and(|at| now.saturating_duration_since(at) > self.slow_after);
-        if circuit_open || stalled || self.bad >= SLOW_AT {
+        if circuit_open || self.stalled(now) || self.bad >= SLOW_AT {
             Class::Slow
         } else if self.proven {
             Class::Fast
         } else {
             Class::Unproven
         }
+    }
+
+    /// Whether its attempts running now have gone `slow_after` without one ending.
+    fn stalled(&self, now: Instant) -> bool {
+        self.in_flight > 0
+            && self
+                .last_progress
+                .is_some_and(|at| now.saturating_duration_since(at) > self.slow_after)
+    }
+
+    /// Whether its attempts end quickly, well or not (within a tenth of `slow_after` on
+    /// average, none stalled at `now`): an endpoint failing or throttling at once, whose
+    /// attempt cannot hold a partition's commit for long.
+    pub(crate) fn answers_quickly(&self, now: Instant) -> bool {
+        !self.stalled(now)
+            && self
+                .latency
+                .is_some_and(|latency| latency <= self.slow_after / 10)
     }
 
     /// When its attempts running now will have stalled, if some run.
@@ -223,6 +237,25 @@ mod tests {
         // One ending is progress; with none running it is not stalled.
         standing.attempt_ended(later, Duration::from_millis(5), true);
         assert_eq!(standing.class(later + SLOW_AFTER * 2, false), Class::Fast);
+    }
+
+    #[test]
+    fn an_endpoint_failing_at_once_answers_quickly_one_slow_or_stalled_does_not() {
+        let now = Instant::now();
+        let mut standing = Standing::new(16, SLOW_AFTER);
+        assert!(!standing.answers_quickly(now), "nothing known yet");
+        for _ in 0..4 {
+            standing.attempt_started(now);
+            standing.attempt_ended(now, Duration::from_millis(2), false);
+        }
+        assert_eq!(standing.class(now, false), Class::Slow, "failing");
+        assert!(standing.answers_quickly(now));
+        standing.attempt_started(now);
+        assert!(!standing.answers_quickly(now + SLOW_AFTER * 2), "stalled");
+        standing.attempt_ended(now, Duration::from_secs(2), false);
+        standing.attempt_started(now);
+        standing.attempt_ended(now, Duration::from_secs(2), false);
+        assert!(!standing.answers_quickly(now), "slow answers");
     }
 
     #[test]
