@@ -3,12 +3,12 @@
 //! its queue. A slow or new endpoint's record goes to the slow lane at once, without an
 //! attempt, so that no attempt that may hang holds the commit of the partitions healthy
 //! endpoints share (one failing or throttling at once runs where it is when a unit of their
-//! budget is free: its attempt cannot hold the commit for long); from the lane it runs with a unit of the budget such endpoints share
-//! ([`pool`]), or waits for one in memory, in fair turn, holding one of a bounded number of
-//! waiting places (a quarter of the pending records), so that the lane is read past an
-//! endpoint whose turn is far; the lane's partitions pause only while those places are all
-//! taken. So no number of slow endpoints holds more than their share, and a healthy
-//! endpoint's records are never behind theirs.
+//! budget is free: its attempt cannot hold the commit for long); from the lane it runs with
+//! a unit of the budget such endpoints share ([`pool`]), or waits for one in memory, in fair
+//! turn, holding one of a bounded number of waiting places (a quarter of the pending
+//! records), so that the lane is read past an endpoint whose turn is far; the lane's
+//! partitions pause only while those places are all taken. So no number of slow endpoints
+//! holds more than their share, and a healthy endpoint's records are never behind theirs.
 
 mod pool;
 mod standing;
