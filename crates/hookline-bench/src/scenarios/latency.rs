@@ -1,14 +1,13 @@
 //! Scenario 9, latency under load: hookline on one fast endpoint while the benchmark
 //! publishes a steady `latency_rate_per_s` for `latency_seconds`; publish to 2xx.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::ScenarioCtx;
 use crate::contest;
 use crate::fixture::{
-    ENDPOINT_ID, Fixture, RETRY_TIER, event, payload, publish_paced, publisher, run_name,
-    run_topics,
+    ENDPOINT_ID, Fixture, RETRY_TIER, event, payload, publish_paced, run_name, run_topics,
+    stream_publisher,
 };
 use crate::results::ScenarioResult;
 
@@ -38,8 +37,7 @@ pub async fn run(ctx: &ScenarioCtx<'_>) -> anyhow::Result<ScenarioResult> {
             &fixture.id_prefix(),
             Some(config.admin_port),
         )?;
-        let publisher = Arc::new(publisher(&ctx.kafka, &fixture.topics.events)?);
-        publisher.publish(&make(0)).await?;
+        let publisher = stream_publisher(&ctx.kafka, &fixture.topics.events, &make(0)).await?;
         launched.wait_for(ctx.sink, 1, ctx.run_timeout).await?;
         launched.restart(ctx.sink, total, &fixture.id_prefix())?;
         let (sent, kept) =

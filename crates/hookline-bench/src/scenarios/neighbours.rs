@@ -10,7 +10,6 @@
 //! same rate (the stream at two thirds of its rate, every event the healthy one's). The
 //! misbehaving endpoints' requests say how far they progressed meanwhile.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use hookline_core::policy::RetryTiers;
@@ -18,7 +17,7 @@ use hookline_core::policy::RetryTiers;
 use super::{Progress, ScenarioCtx};
 use crate::contest::{self, Measured};
 use crate::fixture::{
-    Fixture, event, payload, publish_paced, publisher, run_name, run_topics, taken_in,
+    Fixture, event, payload, publish_paced, run_name, run_topics, stream_publisher, taken_in,
 };
 use crate::results::ScenarioResult;
 use crate::sink::Misbehaviour;
@@ -92,8 +91,7 @@ pub async fn measure(
         };
         // The healthy endpoint is a customer hookline knows: its warm-up event is delivered
         // before the neighbours, new to it, start misbehaving.
-        let publisher = Arc::new(publisher(&ctx.kafka, &fixture.topics.events)?);
-        publisher.publish(&make(0)).await?;
+        let publisher = stream_publisher(&ctx.kafka, &fixture.topics.events, &make(0)).await?;
         // Each point's config and log files are its own.
         let run = format!("neighbours-{point}");
         let command = ctx.hookline_command(&run, &config)?;

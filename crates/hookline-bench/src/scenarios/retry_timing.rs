@@ -5,7 +5,6 @@
 //! burst to the 5 s endpoint, and the dispatcher's CPU over a quiet window in which only
 //! those delayed records wait.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
@@ -16,7 +15,7 @@ use hookline_core::signing::SigningSecret;
 use super::ScenarioCtx;
 use crate::contest::{self, note};
 use crate::fixture::{
-    Fixture, event, payload, publish_backlog, publish_paced, publisher, run_name, run_topics,
+    Fixture, event, payload, publish_backlog, publish_paced, run_name, run_topics, stream_publisher,
 };
 use crate::results::ScenarioResult;
 
@@ -60,10 +59,8 @@ pub async fn run(ctx: &ScenarioCtx<'_>) -> anyhow::Result<ScenarioResult> {
             Some(config.admin_port),
         )?;
         // The warm-up event: the load starts once hookline delivers.
-        let publisher = Arc::new(publisher(&ctx.kafka, &fixture.topics.events)?);
-        publisher
-            .publish(&event(&name, 0, WARM, body.clone()))
-            .await?;
+        let warm_up = event(&name, 0, WARM, body.clone());
+        let publisher = stream_publisher(&ctx.kafka, &fixture.topics.events, &warm_up).await?;
         launched.wait_for(ctx.sink, 1, ctx.run_timeout).await?;
         launched.restart(ctx.sink, steady + burst, &fixture.id_prefix())?;
         let (sent, kept) =
