@@ -171,6 +171,8 @@ pub struct Target {
     pub bound: String,
     /// Whether it was met; `None` in a quick run (tiny sizes judge nothing).
     pub met: Option<bool>,
+    /// The figure's smallest and largest over the rounds, when it is a median of rounds.
+    pub range: Option<[f64; 2]>,
 }
 
 /// Everything `hookline-bench all` found.
@@ -265,7 +267,12 @@ impl Results {
 /// The targets that this run's scenarios measure.
 fn targets(scenarios: &[ScenarioResult], ratios: &Ratios, quick: bool) -> Vec<Target> {
     let mut out = Vec::new();
-    let mut add = |what: String, value: Option<f64>, at_least: bool, bound: f64, unit: &str| {
+    let mut ranged = |what: String,
+                      value: Option<f64>,
+                      range: Option<[f64; 2]>,
+                      at_least: bool,
+                      bound: f64,
+                      unit: &str| {
         if let Some(value) = value {
             let met = if at_least {
                 value >= bound
@@ -277,8 +284,12 @@ fn targets(scenarios: &[ScenarioResult], ratios: &Ratios, quick: bool) -> Vec<Ta
                 value,
                 bound: format!("{} {bound}{unit}", if at_least { ">=" } else { "<=" }),
                 met: (!quick).then_some(met),
+                range,
             });
         }
+    };
+    let mut add = |what: String, value: Option<f64>, at_least: bool, bound: f64, unit: &str| {
+        ranged(what, value, None, at_least, bound, unit);
     };
     let get = |name: &str| scenarios.iter().find(|s| s.scenario == name);
     add(
@@ -389,16 +400,27 @@ fn targets(scenarios: &[ScenarioResult], ratios: &Ratios, quick: bool) -> Vec<Ta
         .iter()
         .filter(|s| s.scenario.starts_with("neighbours-") && s.scenario != NEIGHBOURS_ALONE);
     for point in neighbours {
-        add(
+        // The median over the rounds of each round's ratio, with its range; a run of one
+        // round has only the ratio.
+        let judged = |note: &str, single: Option<f64>| {
+            let get = |suffix: &str| point.notes.get(&format!("{note}{suffix}")).copied();
+            let range = get("_min").zip(get("_max")).map(|(min, max)| [min, max]);
+            (get("").or(single), range)
+        };
+        let (value, range) = judged("thr_vs_alone", point.throughput_ratio);
+        ranged(
             format!("{}: healthy throughput / alone", point.scenario),
-            point.throughput_ratio,
+            value,
+            range,
             true,
             0.9,
             "x",
         );
-        add(
+        let (value, range) = judged("p99_vs_alone", None);
+        ranged(
             format!("{}: healthy p99 / alone", point.scenario),
-            point.notes.get("p99_vs_alone").copied(),
+            value,
+            range,
             false,
             1.5,
             "x",

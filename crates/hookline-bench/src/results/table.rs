@@ -166,9 +166,12 @@ impl Results {
                 Some(false) => "NOT met",
                 None => "-",
             };
+            let range = t.range.map_or_else(String::new, |[min, max]| {
+                format!("  (rounds {min:.2}-{max:.2})")
+            });
             let _ = writeln!(
                 out,
-                "  {:<width$} {:>10.2}  {:<16} {verdict}",
+                "  {:<width$} {:>10.2}  {:<16} {verdict}{range}",
                 t.what, t.value, t.bound
             );
         }

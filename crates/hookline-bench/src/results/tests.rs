@@ -81,7 +81,7 @@ pub(crate) fn results(quick: bool) -> Results {
     Results::new(
         machine,
         versions,
-        Sizes::new(quick, None),
+        Sizes::new(quick, None, None),
         Vec::new(),
         scenarios,
     )
@@ -212,6 +212,58 @@ fn neighbours_are_set_against_the_healthy_endpoint_alone_and_judged() {
 }
 
 #[test]
+fn a_neighbours_point_of_several_rounds_is_judged_by_its_median_and_shows_its_range() {
+    let mut run = measured(1_000, 1.0, 1.0, 50.0, 1_000.0);
+    run.deliveries_per_s = 500.0;
+    let alone = ScenarioResult::of("neighbours-alone", String::new(), vec![run.clone()]);
+    let mut point = ScenarioResult::of("neighbours-fail-1000", String::new(), vec![run]);
+    for (note, value) in [
+        ("thr_vs_alone", 0.95),
+        ("thr_vs_alone_min", 0.5),
+        ("thr_vs_alone_max", 1.0),
+        ("p99_vs_alone", 1.4),
+        ("p99_vs_alone_min", 1.1),
+        ("p99_vs_alone_max", 2.5),
+    ] {
+        point.note(note, value);
+    }
+    let base = results(false);
+    let results = Results::new(
+        base.machine,
+        base.versions,
+        base.sizes,
+        Vec::new(),
+        vec![alone, point],
+    );
+    let target = |what: &str| {
+        results
+            .targets
+            .iter()
+            .find(|t| t.what == what)
+            .cloned()
+            .expect("the target")
+    };
+    let thr = target("neighbours-fail-1000: healthy throughput / alone");
+    assert_eq!(
+        (thr.value, thr.met, thr.range),
+        (0.95, Some(true), Some([0.5, 1.0]))
+    );
+    let p99 = target("neighbours-fail-1000: healthy p99 / alone");
+    assert_eq!(
+        (p99.value, p99.met, p99.range),
+        (1.4, Some(true), Some([1.1, 2.5]))
+    );
+    assert!(
+        results
+            .table()
+            .lines()
+            .any(|l| l.contains("fail-1000: healthy p99") && l.ends_with("(rounds 1.10-2.50)")),
+        "{}",
+        results.table()
+    );
+}
+
+#[test]
 fn a_quick_run_judges_no_target() {
     let results = results(true);
     assert!(!results.targets.is_empty());
@@ -241,7 +293,7 @@ fn round_against_round_sets_each_round_against_its_baselines_same_round() {
     let results = Results::new(
         results(false).machine,
         results(false).versions,
-        Sizes::new(false, None),
+        Sizes::new(false, None, None),
         Vec::new(),
         vec![forwarder, pipeline, one_round],
     );
@@ -298,7 +350,7 @@ fn once_delivering_leaves_the_start_up_out_of_both() {
     let results = Results::new(
         results(false).machine,
         results(false).versions,
-        Sizes::new(false, None),
+        Sizes::new(false, None, None),
         Vec::new(),
         vec![forwarder, pipeline],
     );

@@ -120,7 +120,7 @@ mod tests {
 
     #[test]
     fn its_result_is_the_median_of_its_rounds() {
-        let sizes = Sizes::new(false, None);
+        let sizes = Sizes::new(false, None, None);
         let round = |deliveries_per_s: f64, dead_requests| {
             let mut measured = crate::results::tests::measured(18_000, 2.0, 1.0, 60.0, 1_000.0);
             measured.deliveries_per_s = deliveries_per_s;

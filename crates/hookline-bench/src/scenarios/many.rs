@@ -77,7 +77,7 @@ mod tests {
 
     #[test]
     fn its_result_is_the_median_of_its_rounds() {
-        let sizes = Sizes::new(false, None);
+        let sizes = Sizes::new(false, None, None);
         let round = |deliveries_per_s: f64| {
             let mut measured = crate::results::tests::measured(100_000, 2.0, 1.0, 86.0, 1_000.0);
             measured.deliveries_per_s = deliveries_per_s;

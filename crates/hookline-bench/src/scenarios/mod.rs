@@ -50,6 +50,10 @@ pub struct AllArgs {
     /// slow, isolation, retry, fanout, latency, neighbours); the ratios need the first three.
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
+    /// Rounds of the neighbours sweep, each the healthy endpoint alone and every point
+    /// (default 3, 1 with `--quick`).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub neighbours_rounds: Option<u32>,
     /// Run only these points of the neighbours sweep, as `<kind>-<count>` (comma-separated,
     /// e.g. `slow-20,hang-1000`; kinds slow, hang, fail, throttle); the healthy endpoint
     /// alone always runs first.
@@ -129,6 +133,8 @@ pub struct Sizes {
     pub neighbours_counts: Vec<u64>,
     /// The points chosen with `--neighbours` (empty: every kind at every count).
     pub neighbours_points: Vec<(Misbehaviour, u64)>,
+    /// Neighbours: rounds of the sweep (alone and every point in each).
+    pub neighbours_rounds: u32,
     /// Neighbours: the misbehaving endpoints' backlog, events.
     pub neighbours_backlog: u64,
     /// Neighbours: the stream's events per second (a third of them misbehaving endpoints').
@@ -157,7 +163,7 @@ impl Sizes {
     }
 
     /// The sizes, or tiny ones.
-    pub fn new(quick: bool, rounds: Option<u32>) -> Self {
+    pub fn new(quick: bool, rounds: Option<u32>, neighbours_rounds: Option<u32>) -> Self {
         if quick {
             Sizes {
                 quick,
@@ -181,6 +187,7 @@ impl Sizes {
                 neighbours_kinds: vec![Misbehaviour::Slow],
                 neighbours_counts: vec![20],
                 neighbours_points: Vec::new(),
+                neighbours_rounds: neighbours_rounds.unwrap_or(1),
                 neighbours_backlog: 40,
                 neighbours_rate_per_s: 150,
                 neighbours_seconds: 2,
@@ -208,6 +215,7 @@ impl Sizes {
                 neighbours_kinds: Misbehaviour::ALL.to_vec(),
                 neighbours_counts: vec![20, 100, 1_000],
                 neighbours_points: Vec::new(),
+                neighbours_rounds: neighbours_rounds.unwrap_or(3),
                 neighbours_backlog: 5_000,
                 neighbours_rate_per_s: 1_500,
                 neighbours_seconds: 20,
@@ -270,7 +278,8 @@ pub async fn run(args: AllArgs) -> anyhow::Result<()> {
             base: hookline_testkit::unique_name("bench"),
             broker: Broker::find(&args.bootstrap_servers),
         },
-        sizes: Sizes::new(args.quick, args.rounds).with_points(&args.neighbours),
+        sizes: Sizes::new(args.quick, args.rounds, args.neighbours_rounds)
+            .with_points(&args.neighbours),
         keep_topics: args.keep_topics,
     };
     let started = Instant::now();
@@ -394,16 +403,7 @@ async fn all(ctx: &ScenarioCtx<'_>, only: &[String]) -> anyhow::Result<Vec<Scena
         scenarios.push(logged("latency", 1, latency::run(ctx).await)?);
     }
     if wanted(only, "neighbours") {
-        let mut points = vec![logged(
-            "neighbours",
-            0,
-            neighbours::measure(ctx, Misbehaviour::Slow, 0).await,
-        )?];
-        for &(kind, count) in &ctx.sizes.neighbours_points() {
-            let point = neighbours::measure(ctx, kind, count).await;
-            points.push(logged("neighbours", u32::try_from(count)?, point)?);
-        }
-        scenarios.extend(neighbours::results(points));
+        scenarios.extend(neighbours::sweep(ctx).await?);
     }
     Ok(scenarios)
 }

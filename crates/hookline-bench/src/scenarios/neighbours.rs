@@ -9,16 +9,22 @@
 //! 2xx), set against the healthy endpoint alone, run first: the same healthy events at the
 //! same rate (the stream at two thirds of its rate, every event the healthy one's). The
 //! misbehaving endpoints' requests say how far they progressed meanwhile.
+//!
+//! The sweep runs in rounds, each with the healthy endpoint alone and every point, the order
+//! reversed every other round; a point's ratios are the median over the rounds of its figure
+//! over the same round's alone, with their range, so that one pause of the stack in one run
+//! neither makes nor breaks a point.
 
 use std::time::Duration;
 
 use hookline_core::policy::RetryTiers;
 
-use super::{Progress, ScenarioCtx};
+use super::{Progress, ScenarioCtx, logged};
 use crate::contest::{self, Measured};
 use crate::fixture::{
     Fixture, event, payload, publish_paced, run_name, run_topics, stream_publisher, taken_in,
 };
+use crate::report::Spread;
 use crate::results::ScenarioResult;
 use crate::sink::Misbehaviour;
 
@@ -153,38 +159,99 @@ pub async fn measure(
     })
 }
 
-/// The sweep's results: the healthy endpoint alone first, then each point with its p99's
-/// ratio to it (`p99_vs_alone`; the throughput's is its `throughput_ratio`, as every
-/// scenario's against its baseline) and its neighbours' progress.
-pub fn results(points: Vec<Point>) -> Vec<ScenarioResult> {
-    let alone = points
+/// Runs the sweep: `neighbours_rounds` rounds of the healthy endpoint alone and every point.
+pub async fn sweep(ctx: &ScenarioCtx<'_>) -> anyhow::Result<Vec<ScenarioResult>> {
+    let mut rounds = Vec::new();
+    for round in 1..=ctx.sizes.neighbours_rounds {
+        let mut order = vec![(Misbehaviour::Slow, 0)];
+        order.extend(ctx.sizes.neighbours_points());
+        // Every other round backwards, so that no point always runs next to alone.
+        if round % 2 == 0 {
+            order.reverse();
+        }
+        let mut points = Vec::new();
+        for (kind, count) in order {
+            let point = measure(ctx, kind, count).await;
+            points.push(logged("neighbours", round, point)?);
+        }
+        rounds.push(points);
+    }
+    Ok(results(rounds))
+}
+
+/// The sweep's results, from its rounds: the healthy endpoint alone first, then each point
+/// with the median over the rounds of its throughput and p99 over the same round's alone
+/// (`thr_vs_alone`, `p99_vs_alone`), their ranges (`_min`, `_max`) and its neighbours'
+/// progress (medians).
+pub fn results(rounds: Vec<Vec<Point>>) -> Vec<ScenarioResult> {
+    let mut names: Vec<String> = vec!["alone".to_owned()];
+    for point in rounds.iter().flatten() {
+        if !names.contains(&point.name) {
+            names.push(point.name.clone());
+        }
+    }
+    let alone: Vec<Option<&Measured>> = rounds
         .iter()
-        .find(|point| point.name == "alone")
-        .map(|point| point.measured.latency.p99_ms);
-    points
-        .into_iter()
-        .map(|point| {
-            let p99_ms_of = point.measured.latency.p99_ms;
-            let mut result = ScenarioResult::of(
-                &format!("neighbours-{}", point.name),
-                format!(
-                    "a healthy endpoint's stream beside {}; its figures",
-                    if point.name == "alone" {
-                        "no misbehaving endpoint".to_owned()
-                    } else {
-                        format!("misbehaving endpoints ({})", point.name)
-                    }
-                ),
-                vec![point.measured],
-            );
-            if let Some(p99_ms) = alone {
-                result.note("p99_vs_alone", p99_ms_of / p99_ms);
-            }
-            result.note("neighbour_requests", point.neighbour_requests as f64);
-            result.note("neighbour_answered", point.neighbour_answered as f64);
-            result
+        .map(|round| {
+            round
+                .iter()
+                .find(|point| point.name == "alone")
+                .map(|point| &point.measured)
         })
-        .collect()
+        .collect();
+    let mut out = Vec::new();
+    for name in names {
+        // This point's run in each round, beside that round's alone.
+        let runs: Vec<(&Point, Option<&Measured>)> = rounds
+            .iter()
+            .zip(&alone)
+            .filter_map(|(round, alone)| {
+                let point = round.iter().find(|point| point.name == name)?;
+                Some((point, *alone))
+            })
+            .collect();
+        if runs.is_empty() {
+            continue;
+        }
+        let mut result = ScenarioResult::of(
+            &format!("neighbours-{name}"),
+            format!(
+                "a healthy endpoint's stream beside {}; its figures over {} rounds",
+                if name == "alone" {
+                    "no misbehaving endpoint".to_owned()
+                } else {
+                    format!("misbehaving endpoints ({name})")
+                },
+                runs.len()
+            ),
+            runs.iter()
+                .map(|(point, _)| point.measured.clone())
+                .collect(),
+        );
+        let mut ratios = |note: &str, figure: fn(&Measured) -> f64| {
+            let of_rounds: Vec<f64> = runs
+                .iter()
+                .filter_map(|(point, alone)| Some(figure(&point.measured) / figure((*alone)?)))
+                .collect();
+            if !of_rounds.is_empty() {
+                let spread = Spread::of(of_rounds.into_iter());
+                result.note(note, spread.median);
+                result.note(&format!("{note}_min"), spread.min);
+                result.note(&format!("{note}_max"), spread.max);
+            }
+        };
+        ratios("thr_vs_alone", |m| m.deliveries_per_s);
+        ratios("p99_vs_alone", |m| m.latency.p99_ms);
+        let progress = |figure: fn(&Point) -> u64| {
+            Spread::of(runs.iter().map(|(point, _)| figure(point) as f64)).median
+        };
+        let requests = progress(|point| point.neighbour_requests);
+        let answered = progress(|point| point.neighbour_answered);
+        result.note("neighbour_requests", requests);
+        result.note("neighbour_answered", answered);
+        out.push(result);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -203,26 +270,43 @@ mod tests {
     }
 
     #[test]
-    fn each_point_is_set_against_the_healthy_endpoint_alone() {
-        let point = |name: &str, deliveries_per_s: f64, p99_ms: f64| {
+    fn each_point_is_judged_by_the_median_of_its_rounds_against_the_same_rounds_alone() {
+        let point = |name: &str, deliveries_per_s: f64, p99_ms: f64, requests: u64| {
             let mut measured = crate::results::tests::measured(1_000, 1.0, 1.0, 50.0, 1_000.0);
             measured.deliveries_per_s = deliveries_per_s;
             measured.latency.p99_ms = p99_ms;
             Point {
                 name: name.to_owned(),
                 measured,
-                neighbour_requests: 7,
-                neighbour_answered: 3,
+                neighbour_requests: requests,
+                neighbour_answered: requests / 2,
             }
         };
+        // Round 2's alone is slow: its point, as slow, is 1.0x that round's alone, not 2x.
         let results = results(vec![
-            point("alone", 1_000.0, 20.0),
-            point("slow-20", 900.0, 40.0),
+            vec![
+                point("alone", 1_000.0, 10.0, 0),
+                point("slow-20", 900.0, 12.0, 7),
+            ],
+            vec![
+                point("slow-20", 1_000.0, 20.0, 9),
+                point("alone", 1_000.0, 20.0, 0),
+            ],
+            vec![
+                point("alone", 1_000.0, 10.0, 0),
+                point("slow-20", 800.0, 40.0, 8),
+            ],
         ]);
         assert_eq!(results[0].scenario, "neighbours-alone");
         assert_eq!(results[1].scenario, "neighbours-slow-20");
-        assert_eq!(results[1].notes.get("p99_vs_alone"), Some(&2.0));
-        assert_eq!(results[1].notes.get("neighbour_requests"), Some(&7.0));
+        let note = |name: &str| results[1].notes.get(name).copied();
+        assert_eq!(note("p99_vs_alone"), Some(1.2));
+        assert_eq!(note("p99_vs_alone_min"), Some(1.0));
+        assert_eq!(note("p99_vs_alone_max"), Some(4.0));
+        assert_eq!(note("thr_vs_alone"), Some(0.9));
+        assert_eq!(note("thr_vs_alone_min"), Some(0.8));
+        assert_eq!(note("neighbour_requests"), Some(8.0));
         assert_eq!(results[0].notes.get("p99_vs_alone"), Some(&1.0));
+        assert_eq!(results[1].runs.len(), 3);
     }
 }
