@@ -87,6 +87,18 @@ pub(crate) fn results(quick: bool) -> Results {
     )
 }
 
+/// `scenarios` judged as a full run on this test's machine.
+fn judged(scenarios: Vec<ScenarioResult>) -> Results {
+    let base = results(false);
+    Results::new(
+        base.machine,
+        base.versions,
+        base.sizes,
+        Vec::new(),
+        scenarios,
+    )
+}
+
 /// Whether the target named `what` was met; it must have been judged.
 fn met(results: &Results, what: &str) -> Option<bool> {
     results
@@ -172,18 +184,11 @@ fn neighbours_are_set_against_the_healthy_endpoint_alone_and_judged() {
         result.note("p99_vs_alone", p99_vs_alone);
         result
     };
-    let base = results(false);
-    let results = Results::new(
-        base.machine,
-        base.versions,
-        base.sizes,
-        Vec::new(),
-        vec![
-            point("neighbours-alone", 1_000.0, 1.0),
-            point("neighbours-slow-20", 950.0, 1.2),
-            point("neighbours-hang-100", 400.0, 30.0),
-        ],
-    );
+    let results = judged(vec![
+        point("neighbours-alone", 1_000.0, 1.0),
+        point("neighbours-slow-20", 950.0, 1.2),
+        point("neighbours-hang-100", 400.0, 30.0),
+    ]);
     let get = |name: &str| scenario(&results, name);
     assert_eq!(get("neighbours-alone").against, None);
     assert_eq!(
@@ -227,14 +232,7 @@ fn a_neighbours_point_of_several_rounds_is_judged_by_its_median_and_shows_its_ra
     ] {
         point.note(note, value);
     }
-    let base = results(false);
-    let results = Results::new(
-        base.machine,
-        base.versions,
-        base.sizes,
-        Vec::new(),
-        vec![alone, point],
-    );
+    let results = judged(vec![alone, point]);
     let target = |what: &str| {
         results
             .targets
@@ -290,13 +288,7 @@ fn round_against_round_sets_each_round_against_its_baselines_same_round() {
     let forwarder = rounds("forwarder", &[(2.0, 1.0), (2.0, 2.0), (4.0, 2.0)]);
     let pipeline = rounds("pipeline", &[(4.0, 1.5), (2.0, 2.2), (4.0, 3.0)]);
     let one_round = rounds("many", &[(4.0, 2.0)]);
-    let results = Results::new(
-        results(false).machine,
-        results(false).versions,
-        Sizes::new(false, None, None),
-        Vec::new(),
-        vec![forwarder, pipeline, one_round],
-    );
+    let results = judged(vec![forwarder, pipeline, one_round]);
     let get = |name: &str| scenario(&results, name);
     let pipeline = get("pipeline");
     let close = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 1e-9);
@@ -347,13 +339,7 @@ fn once_delivering_leaves_the_start_up_out_of_both() {
     };
     let forwarder = ScenarioResult::of("forwarder", String::new(), vec![run(1.0, 0.1, 20_000.0)]);
     let pipeline = ScenarioResult::of("pipeline", String::new(), vec![run(1.5, 0.4, 19_000.0)]);
-    let results = Results::new(
-        results(false).machine,
-        results(false).versions,
-        Sizes::new(false, None, None),
-        Vec::new(),
-        vec![forwarder, pipeline],
-    );
+    let results = judged(vec![forwarder, pipeline]);
     let pipeline = scenario(&results, "pipeline");
     let close = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 1e-9);
     assert!(close(pipeline.cpu_ratio, 1.5), "{pipeline:?}");
