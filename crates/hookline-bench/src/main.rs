@@ -18,6 +18,7 @@ mod results;
 mod run;
 mod scenarios;
 mod sink;
+mod sizes;
 mod stats;
 mod text_table;
 

@@ -11,7 +11,7 @@ use serde::Serialize;
 use crate::contest::Measured;
 use crate::machine::{Machine, Versions};
 use crate::report::Spread;
-use crate::scenarios::Sizes;
+use crate::sizes::Sizes;
 use crate::stats::Percentiles;
 
 /// One scenario over its rounds.

@@ -4,11 +4,12 @@
 //! It runs in every round, after the pipeline it is compared with, so that both are
 //! medians of rounds taken on the same machine at the same time.
 
-use super::{Progress, ScenarioCtx, Sizes};
+use super::{Progress, ScenarioCtx};
 use crate::contest::{self, Measured};
 use crate::fixture::{Fixture, RETRY_TIER, event, payload, run_name, run_topics};
 use crate::report::Spread;
 use crate::results::ScenarioResult;
+use crate::sizes::Sizes;
 
 const DEAD: &str = "dead";
 

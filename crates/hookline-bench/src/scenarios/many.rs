@@ -2,10 +2,11 @@
 //! events to each, interleaved (event n to endpoint n mod endpoints), the same total
 //! concurrency as the pipeline (`max_in_flight` = the pipeline's per-endpoint limit).
 
-use super::{ScenarioCtx, Sizes};
+use super::ScenarioCtx;
 use crate::contest::{self, Measured};
 use crate::fixture::{Fixture, RETRY_TIER, event, payload, run_name, run_topics};
 use crate::results::ScenarioResult;
+use crate::sizes::Sizes;
 
 /// Runs it once, as round `round` (its topics are the round's own).
 pub async fn measure(ctx: &ScenarioCtx<'_>, round: u32) -> anyhow::Result<Measured> {
